@@ -1,0 +1,19 @@
+"""keras_boost: train Keras 3 models to the same accuracy in less time.
+
+```python
+import keras_boost as boost
+model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1), "O0"), loss=...)
+```
+"""
+
+from keras_boost import config
+from keras_boost import datasets
+from keras_boost import ops
+from keras_boost.auto_boost import AutoBoost
+from keras_boost.auto_boost import wrap
+from keras_boost.errors import NoEffectWarning
+from keras_boost.loss_scale import DynamicLossScale
+from keras_boost.model import BoostModel
+from keras_boost.optimizers import BoostOptimizer
+from keras_boost.optimizers import OptimizerWrapper
+from keras_boost.version import __version__

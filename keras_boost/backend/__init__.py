@@ -1,0 +1,25 @@
+"""Backend seams: the only modules that import tensorflow, jax or torch.
+
+Each backend module exposes the same small functions that
+`keras_boost.model.BoostModel` composes into its one train step:
+
+- `scaled_loss_and_grads(model, x, y, sample_weight, trained, optimizer, scale)`
+  (TensorFlow and torch; JAX differentiates statelessly inside the step);
+- `all_replicas(flag)`: AND of a boolean over all replicas;
+- `apply_if(flag, fn, args)`: run `fn(*args)` only when `flag` holds, in a way
+  that is legal for the backend (cross-replica cond on `tf.distribute`).
+"""
+
+import importlib
+
+import keras
+
+
+def current():
+    """The seam module of the active Keras backend."""
+    name = keras.backend.backend()
+    if name not in ("tensorflow", "jax", "torch"):
+        raise RuntimeError(
+            f"keras_boost supports the tensorflow, jax and torch backends, not {name!r}."
+        )
+    return importlib.import_module(f"keras_boost.backend.{name}_backend")

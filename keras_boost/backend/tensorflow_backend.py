@@ -1,0 +1,79 @@
+"""TensorFlow seams: GradientTape, tf.distribute collectives, MWMS fixes."""
+
+import tensorflow as tf
+from keras import ops
+from keras import tree
+from keras.src.losses import loss as loss_module
+
+
+def scaled_loss_and_grads(model, x, y, sample_weight, trained, optimizer, scale):
+    with tf.GradientTape() as tape:
+        y_pred = model(x, training=True) if model._call_has_training_arg else model(x)
+        loss = model._compute_loss(
+            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
+        )
+        # The tracker shows the per-replica-unscaled loss, as Keras does.
+        model._loss_tracker.update_state(
+            loss_module.unscale_loss_for_distribution(loss),
+            sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0],
+        )
+        scaled = optimizer.scale_loss(loss)
+        if scale is not None:
+            scaled = scaled * ops.cast(scale, scaled.dtype)
+    return loss, y_pred, tape.gradient(scaled, trained)
+
+
+def all_replicas(flag):
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync == 1:
+        return flag
+    # MIN over replicas of 0/1: one replica's overflow skips the step on all.
+    reduced = ctx.all_reduce(tf.distribute.ReduceOp.MIN, tf.cast(flag, tf.float32))
+    return reduced > 0.5
+
+
+def apply_if(flag, fn, args):
+    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+        ops.cond(flag, lambda: fn(*args), lambda: None)
+        return
+
+    # optimizer.apply calls merge_call, which is illegal inside a cond in
+    # replica context: decide in cross-replica context (as LossScaleOptimizer
+    # does), with a flag that all_replicas() already made identical.
+    def cross_replica(strategy, flag, *args):
+        flag = strategy.experimental_local_results(flag)[0]
+
+        def run():
+            strategy.extended.call_for_each_replica(fn, args=args)
+
+        ops.cond(flag, run, lambda: None)
+
+    tf.distribute.get_replica_context().merge_call(cross_replica, args=(flag, *args))
+
+
+def is_multi_worker(strategy):
+    return isinstance(
+        strategy, tf.distribute.MultiWorkerMirroredStrategy
+    ) and strategy.extended._in_multi_worker_mode()
+
+
+def first_local_batch(strategy, batch):
+    """Keras 3.15 builds from `strategy.reduce(MEAN, batch)`, which fails across
+    workers (keras#20585); any replica's batch serves to build the model."""
+    return tree.map_structure(
+        lambda v: strategy.experimental_local_results(v)[0]
+        if isinstance(v, tf.distribute.DistributedValues)
+        else v,
+        batch,
+    )
+
+
+def logs_for_multi_worker(logs):
+    """Keras 3.15 reduces logs with `reduce(MEAN, v, axis=0)` across workers,
+    which fails on scalars (keras#20585); a length-1 vector reduces to the
+    mean over replicas."""
+    return {k: ops.reshape(v, (1,)) for k, v in logs.items()}
+
+
+def apply(fn, args):
+    fn(*args)

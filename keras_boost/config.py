@@ -1,0 +1,300 @@
+"""Boost configuration: level presets, modes and per-section schemas.
+
+This module depends on nothing but the standard library. It turns a boost
+level (`"O0"`, `"O1"`, `"O2"`) and an optional MindSpore-style config dict (or
+the path of a JSON file holding one) into a fully resolved, validated dict.
+
+It ports `mindspore.boost.boost._get_configuration` and fixes its defects: the
+level presets are never mutated, unknown sections and keys raise `ValueError`
+(with the closest valid name), every value is type- and range-checked, and
+section values that cannot act because their algorithm is off are reported
+with a warning instead of being dropped silently.
+"""
+
+import copy
+import difflib
+import json
+import math
+import os
+import warnings
+
+LEVELS = ("O0", "O1", "O2")
+MODES = ("auto", "manual", "enable_all", "disable_all")
+
+# Algorithm flags of the "boost" section, in MindSpore's order.
+ALGORITHMS = (
+    "less_bn",
+    "grad_freeze",
+    "adasum",
+    "grad_accumulation",
+    "dim_reduce",
+    "loss_scale_group",
+)
+
+# MindSpore's presets (boost.py, `_boost_config_level`), exactly.
+_PRESETS = {
+    "O0": dict.fromkeys(ALGORITHMS, False),
+    "O1": {**dict.fromkeys(ALGORITHMS, False), "less_bn": True, "grad_freeze": True},
+    "O2": {
+        **dict.fromkeys(ALGORITHMS, False),
+        "less_bn": True,
+        "grad_freeze": True,
+        "adasum": True,
+    },
+}
+
+
+class BoostConfigWarning(UserWarning):
+    """A config value that was accepted but cannot have any effect."""
+
+
+# --- value checks -----------------------------------------------------------
+# Each check takes (where, value) and returns the normalised value or raises.
+
+
+def _is_real(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _bool(where, value):
+    if not isinstance(value, bool):
+        raise TypeError(f"{where} must be a bool (true/false), got {value!r}.")
+    return value
+
+
+def _int(minimum):
+    def check(where, value):
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{where} must be an int, got {value!r}.")
+        if value < minimum:
+            raise ValueError(f"{where} must be >= {minimum}, got {value!r}.")
+        return value
+
+    return check
+
+
+def _real(low, high, low_open=True, high_open=True):
+    """A finite float in the interval (low, high); open ends by default."""
+
+    def check(where, value):
+        if not _is_real(value):
+            raise TypeError(f"{where} must be a number, got {value!r}.")
+        value = float(value)
+        too_low = value <= low if low_open else value < low
+        too_high = value >= high if high_open else value > high
+        if not math.isfinite(value) or too_low or too_high:
+            interval = (
+                f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+            )
+            raise ValueError(f"{where} must be in {interval}, got {value!r}.")
+        return value
+
+    return check
+
+
+def _choice(*allowed):
+    def check(where, value):
+        if isinstance(value, bool) or value not in allowed:
+            raise ValueError(
+                f"{where} must be one of {list(allowed)}, got {value!r}."
+            )
+        return value
+
+    return check
+
+
+def _optional_path(where, value):
+    if value is None:
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{where} must be a path (str) or None, got {value!r}.")
+    return os.fspath(value)
+
+
+def _total_steps(where, value):
+    # None or "auto" means: take the real number of steps from `fit`.
+    if value is None or value == "auto":
+        return "auto"
+    return _int(1)(where, value)
+
+
+def _split_groups(where, value):
+    # MindSpore documents an int or a list, but its int branch crashes; a list
+    # of increasing split indices is what actually works there.
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (list, tuple)):
+        raise TypeError(
+            f"{where} must be None or a list of ints (split indices), got {value!r}."
+        )
+    checked = [_int(1)(f"{where}[{i}]", v) for i, v in enumerate(value)]
+    if checked != sorted(set(checked)):
+        raise ValueError(
+            f"{where} must be strictly increasing split indices, got {value!r}."
+        )
+    return checked
+
+
+# --- schema -----------------------------------------------------------------
+# section -> key -> (default, check). Defaults are MindSpore's code defaults.
+
+SCHEMA = {
+    "boost": {"mode": ("auto", _choice(*MODES))}
+    | {name: (False, _bool) for name in ALGORITHMS},
+    "common": {
+        "gradient_split_groups": (None, _split_groups),
+        "device_number": (8, _int(1)),
+    },
+    "less_bn": {"fn_flag": (True, _bool), "gc_flag": (True, _bool)},
+    "grad_freeze": {
+        "param_groups": (10, _int(1)),
+        "freeze_type": (1, _choice(0, 1)),
+        "freeze_p": (0.7, _real(0.0, 1.0)),
+        "total_steps": (65536, _total_steps),
+    },
+    "grad_accumulation": {"grad_accumulation_step": (1, _int(1))},
+    "dim_reduce": {
+        "rho": (0.55, _real(0.0, 1.0)),
+        "gamma": (0.9, _real(0.0, 1.0)),
+        "alpha": (0.001, _real(0.0, math.inf)),
+        "sigma": (0.4, _real(0.0, 1.0)),
+        "n_components": (32, _int(1)),
+        "pca_mat_path": (None, _optional_path),
+        "weight_load_dir": (None, _optional_path),
+        "timeout": (1800, _real(0.0, math.inf)),
+    },
+}
+
+
+def _unknown(kind, name, valid):
+    close = difflib.get_close_matches(str(name), list(valid), n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return ValueError(
+        f"Unknown {kind} {name!r}.{hint} Valid {kind}s: {sorted(valid)}."
+    )
+
+
+def check_level(level):
+    """Returns `level` if it is a valid boost level, else raises `ValueError`."""
+    if level not in LEVELS:
+        raise ValueError(
+            f"Unknown boost level {level!r}. Valid levels: {list(LEVELS)}."
+        )
+    return level
+
+
+def load_config_dict(boost_config_dict):
+    """Accepts None, a dict or the path of a JSON file; returns a dict copy."""
+    if boost_config_dict is None or boost_config_dict == "":
+        return {}
+    if isinstance(boost_config_dict, (str, os.PathLike)):
+        path = os.fspath(boost_config_dict)
+        if not os.path.isfile(path):
+            raise ValueError(
+                f"boost_config_dict {path!r} is neither a dict nor an existing "
+                "JSON file."
+            )
+        with open(path, encoding="utf-8") as f:
+            try:
+                boost_config_dict = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path!r} is not valid JSON: {e}") from None
+    if not isinstance(boost_config_dict, dict):
+        raise TypeError(
+            "boost_config_dict must be None, a dict or a path to a JSON file, "
+            f"got {type(boost_config_dict).__name__}."
+        )
+    return copy.deepcopy(boost_config_dict)
+
+
+def resolve_config(level="O0", boost_config_dict=None):
+    """Returns the fully resolved config for a level and a user config dict.
+
+    Every section and key is present in the result, defaults filled in.
+
+    Example:
+
+    ```python
+    cfg = resolve_config("O1", {"grad_freeze": {"total_steps": 1000}})
+    cfg["boost"]["grad_freeze"]        # True (O1 preset)
+    cfg["grad_freeze"]["total_steps"]  # 1000
+    ```
+    """
+    check_level(level)
+    user = load_config_dict(boost_config_dict)
+    for section, values in user.items():
+        if section not in SCHEMA:
+            raise _unknown("section", section, SCHEMA)
+        if not isinstance(values, dict):
+            raise TypeError(
+                f"Section {section!r} must be a dict, got {type(values).__name__}."
+            )
+        for key in values:
+            if key not in SCHEMA[section]:
+                raise _unknown(f"key of section {section!r}", key, SCHEMA[section])
+
+    resolved = {}
+    for section, keys in SCHEMA.items():
+        given = user.get(section, {})
+        resolved[section] = {
+            key: check(f"{section}.{key}", given[key]) if key in given else default
+            for key, (default, check) in keys.items()
+        }
+
+    # Algorithm flags from the level and the mode.
+    mode = resolved["boost"]["mode"]
+    given_flags = {k: v for k, v in user.get("boost", {}).items() if k != "mode"}
+    preset = _PRESETS[level]
+    if mode == "auto":
+        flags = dict(preset)
+        overridden = {k: v for k, v in given_flags.items() if preset[k] != v}
+        if overridden:
+            warnings.warn(
+                f"Boost mode 'auto' uses the {level} preset and ignores the flags "
+                f"{overridden}; set \"mode\": \"manual\" to apply them.",
+                BoostConfigWarning,
+                stacklevel=3,
+            )
+    elif mode == "manual":
+        flags = {**preset, **given_flags}
+    elif mode == "enable_all":
+        flags = dict.fromkeys(ALGORITHMS, True)
+    else:  # disable_all
+        flags = dict.fromkeys(ALGORITHMS, False)
+    resolved["boost"] = {"mode": mode, **flags}
+
+    # Sections whose algorithm is off are kept (and validated) but are inert.
+    inert = [
+        s
+        for s in user
+        if s in ALGORITHMS
+        and not flags[s]
+        and any(v != SCHEMA[s][k][0] for k, v in resolved[s].items())
+    ]
+    if inert:
+        warnings.warn(
+            f"Config section(s) {inert} are set but their algorithm is disabled "
+            f"(level {level}, mode {mode!r}); those values have no effect.",
+            BoostConfigWarning,
+            stacklevel=3,
+        )
+    if flags["dim_reduce"]:
+        others = [a for a in ALGORITHMS if flags[a] and a not in _DIM_REDUCE_OK]
+        if others:
+            warnings.warn(
+                f"dim_reduce is exclusive: {others} will not be applied to the "
+                "network or optimizer while dim_reduce is on (as in MindSpore).",
+                BoostConfigWarning,
+                stacklevel=3,
+            )
+    return resolved
+
+
+# DimReduce replaces the optimizer and skips the other network passes;
+# accumulation and loss scaling still act in the train step.
+_DIM_REDUCE_OK = ("dim_reduce", "grad_accumulation", "loss_scale_group")
+
+
+def enabled_algorithms(config):
+    """Names of the algorithms switched on in a resolved config, in order."""
+    return [name for name in ALGORITHMS if config["boost"][name]]

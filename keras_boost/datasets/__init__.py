@@ -1,0 +1,3 @@
+"""Small real datasets embedded in the package (nothing downloads)."""
+
+from keras_boost.datasets.mnist import load_mnist_sample

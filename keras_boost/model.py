@@ -1,0 +1,275 @@
+"""`BoostModel`: a `keras.Model` whose train step runs the boost algorithms.
+
+The step, in order (one implementation; `keras_boost.backend` holds the few
+lines each backend forces: TensorFlow's tape and cross-replica cond, torch
+autograd, JAX statelessness):
+
+    forward -> loss -> x loss scale -> gradients of the variables this step
+    trains -> unscale -> finite on ALL replicas? -> apply, or skip the update
+    -> update the loss scale
+
+With loss scaling off (float32/bfloat16 models by default) the step is
+Keras' own: gradients, then `optimizer.apply`, no extra work.
+"""
+
+import keras
+from keras.src.trainers.data_adapters import data_adapter_utils
+
+from keras_boost import auto_boost
+from keras_boost import backend as kb_backend
+from keras_boost import ops as kb_ops
+from keras_boost.loss_scale import DynamicLossScale
+from keras_boost.loss_scale import resolve_loss_scale
+from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+
+
+def _uses_float16(model):
+    policies = [model.dtype_policy] + [layer.dtype_policy for layer in model.layers]
+    return any(p.compute_dtype == "float16" for p in policies)
+
+
+@keras.saving.register_keras_serializable(package="keras_boost")
+class BoostModel(keras.Model):
+    """A functional Keras model trained with keras_boost's train step.
+
+    Build it like a functional `keras.Model`, or wrap an existing built
+    model with `BoostModel.from_model(model)`. Then `compile` and `fit` as
+    usual; `fit` logs `loss_scale` and `overflow` when dynamic loss scaling
+    is on.
+
+    Args:
+        inputs, outputs: as for a functional `keras.Model`.
+        boost_level: `"O0"`, `"O1"` or `"O2"` (see `boost.AutoBoost`).
+        boost_config_dict: `None`, a dict or a JSON file path.
+        loss_scale: `"auto"` (dynamic scaling when the model computes in
+            float16, e.g. under the `"mixed_float16"` policy), `"dynamic"`,
+            `None` (off), or a `boost.DynamicLossScale`.
+        **kwargs: passed to `keras.Model` (`name`, ...).
+
+    Example:
+
+    ```python
+    inputs = keras.Input((28, 28, 1))
+    x = keras.layers.Conv2D(16, 3, activation="relu")(inputs)
+    outputs = keras.layers.Dense(10)(keras.layers.GlobalAveragePooling2D()(x))
+    model = boost.BoostModel(inputs, outputs, boost_level="O0")
+    model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1)),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x_train, y_train, epochs=1)
+    ```
+    """
+
+    def __init__(
+        self, *args, boost_level="O0", boost_config_dict=None, loss_scale="auto", **kwargs
+    ):
+        # Validate everything before building anything.
+        boost = auto_boost.AutoBoost(boost_level, boost_config_dict)
+        auto_boost.check_implemented(boost.config)
+        if not (args or "inputs" in kwargs):
+            raise TypeError(
+                "BoostModel is built with the functional constructor, "
+                "BoostModel(inputs, outputs, ...); to boost a Sequential or "
+                "subclassed model use BoostModel.from_model(model)."
+            )
+        super().__init__(*args, **kwargs)
+        self._auto_boost = boost
+        self._boost_loss_scale = resolve_loss_scale(loss_scale, _uses_float16(self))
+        self._boost_loss_scale_arg = loss_scale
+        self._boost_scale_state = []
+        if self._boost_loss_scale is not None:
+            settings = self._boost_loss_scale
+            self._boost_scale_state = [
+                self.add_weight(
+                    shape=(),
+                    dtype="float32",
+                    initializer=keras.initializers.Constant(settings.initial_scale),
+                    trainable=False,
+                    name="loss_scale",
+                ),
+                self.add_weight(
+                    shape=(),
+                    dtype="int32",
+                    initializer="zeros",
+                    trainable=False,
+                    name="loss_scale_good_steps",
+                ),
+            ]
+
+    @classmethod
+    def from_model(
+        cls, model, boost_level="O0", boost_config_dict=None, loss_scale="auto",
+        input_shape=None, name=None,
+    ):
+        """Wraps a built Keras model (functional, Sequential or subclassed).
+
+        The new model shares its layers and weights with `model` (as
+        `keras.Model(model.inputs, model.outputs)` does): training it trains
+        `model`'s weights. Clone first (`keras.models.clone_model`) for an
+        independent copy.
+
+        Args:
+            model: a built `keras.Model`.
+            boost_level, boost_config_dict, loss_scale: as for `BoostModel`.
+            input_shape: input shape without the batch axis; needed only for
+                a subclassed model built without a recorded input shape.
+            name: name of the new model (default: `model.name + "_boost"`).
+        """
+        auto_boost.check_model(model)
+        try:
+            inputs, outputs = model.inputs, model.outputs
+        except (AttributeError, ValueError):
+            inputs = outputs = None
+        if not inputs:
+            shape = input_shape
+            if shape is None:
+                shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
+                if len(shapes) != 1:
+                    raise ValueError(
+                        f"Cannot tell the input shape of subclassed model {model.name!r}; "
+                        "pass input_shape=(...) (without the batch axis)."
+                    )
+                shape = tuple(shapes[0])[1:]
+            inputs = keras.Input(shape=tuple(shape))
+            outputs = model(inputs)
+        return cls(
+            inputs=inputs,
+            outputs=outputs,
+            boost_level=boost_level,
+            boost_config_dict=boost_config_dict,
+            loss_scale=loss_scale,
+            name=name or f"{model.name}_boost",
+        )
+
+    # --- configuration seen by the step -------------------------------------
+
+    @property
+    def boost_level(self):
+        return self._auto_boost.level
+
+    @property
+    def boost_config(self):
+        """The fully resolved boost config of this model."""
+        return self._auto_boost.config
+
+    @property
+    def loss_scale(self):
+        """The `DynamicLossScale` settings, or None when scaling is off."""
+        return self._boost_loss_scale
+
+    def _boost_update_optimizer(self):
+        """The optimizer the step applies, and its offset in `optimizer.variables`.
+
+        A `LossScaleOptimizer` (Keras wraps one automatically under
+        "mixed_float16") is bypassed: this model scales the loss itself, with
+        the finite check reduced over all replicas.
+        """
+        optimizer = self.optimizer
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            if self._boost_loss_scale is None:
+                raise ValueError(
+                    "BoostModel does its own loss scaling: pass "
+                    "loss_scale='dynamic' (or a boost.DynamicLossScale) to "
+                    "BoostModel instead of wrapping the optimizer in "
+                    "LossScaleOptimizer."
+                )
+            return optimizer.inner_optimizer, len(optimizer._variables)
+        return optimizer, 0
+
+    def _boost_check_optimizer(self):
+        optimizer, _ = self._boost_update_optimizer()
+        if isinstance(optimizer, BoostOptimizer):
+            default = auto_boost.AutoBoost().config
+            mine = self._auto_boost.config
+            theirs = optimizer.boost_config
+            if mine != default and theirs != default and mine != theirs:
+                raise ValueError(
+                    f"BoostModel(boost_level={self.boost_level!r}) was compiled with "
+                    f"boost.wrap(..., {optimizer.boost_level!r}) and a different "
+                    "config; set the level and config in one place."
+                )
+
+    def _boost_trained_variables(self):
+        """The variables this step differentiates and updates.
+
+        The seam for gradient freezing: a frozen prefix is simply left out, so
+        its backward pass is never built.
+        """
+        return list(self.trainable_variables)
+
+    def _boost_next_scale(self, scale, good_steps, finite):
+        settings = self._boost_loss_scale
+        return kb_ops.update_loss_scale(
+            scale, good_steps, finite,
+            settings.growth_factor, settings.scale_window, settings.min_scale,
+        )
+
+    # --- the train step ----------------------------------------------------
+
+    def make_train_function(self, force=False):
+        self._boost_check_optimizer()
+        return super().make_train_function(force=force)
+
+    def train_step(self, *args):
+        seam = kb_backend.current()
+        if keras.backend.backend() == "jax":
+            return seam.train_step(self, *args)
+        (data,) = args
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        optimizer, _ = self._boost_update_optimizer()
+        trained = self._boost_trained_variables()
+        scale = self._boost_scale_state[0] if self._boost_scale_state else None
+        _, y_pred, grads = seam.scaled_loss_and_grads(
+            self, x, y, sample_weight, trained, optimizer, scale
+        )
+        extra_logs = {}
+        if scale is None:
+            seam.apply(optimizer.apply, (grads, trained))
+        else:
+            scale_value, good_steps = (v.value for v in self._boost_scale_state)
+            grads = kb_ops.unscale(grads, scale_value)
+            finite = seam.all_replicas(kb_ops.all_finite(grads))
+            seam.apply_if(finite, optimizer.apply, (grads, trained))
+            new_scale, new_steps = self._boost_next_scale(scale_value, good_steps, finite)
+            self._boost_scale_state[0].assign(new_scale)
+            self._boost_scale_state[1].assign(new_steps)
+            extra_logs = {
+                "loss_scale": new_scale,
+                "overflow": 1.0 - keras.ops.cast(finite, "float32"),
+            }
+        logs = {**self.compute_metrics(x, y, y_pred, sample_weight), **extra_logs}
+        return self._boost_distributed_logs(logs)
+
+    def test_step(self, *args):
+        return self._boost_distributed_logs(super().test_step(*args))
+
+    def _boost_distributed_logs(self, logs):
+        if keras.backend.backend() == "tensorflow":
+            seam = kb_backend.current()
+            if seam.is_multi_worker(self.distribute_strategy):
+                return seam.logs_for_multi_worker(logs)
+        return logs
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        seam = kb_backend.current()
+        strategy = getattr(self, "_distribute_strategy", None)
+        if iterator is None or strategy is None or not seam.is_multi_worker(strategy):
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        for _, _, it in iterator:
+            data_batch = seam.first_local_batch(strategy, next(it))
+            break
+        with strategy.scope():
+            self._symbolic_build(data_batch=data_batch)
+
+    # --- serialization -----------------------------------------------------
+
+    def get_config(self):
+        config = super().get_config()
+        loss_scale = self._boost_loss_scale_arg
+        if isinstance(loss_scale, DynamicLossScale):
+            loss_scale = loss_scale.get_config()
+        config.update(
+            boost_level=self.boost_level,
+            boost_config_dict=self.boost_config,
+            loss_scale=loss_scale,
+        )
+        return config
