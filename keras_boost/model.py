@@ -12,6 +12,8 @@ With loss scaling off (float32/bfloat16 models by default) the step is
 Keras' own: gradients, then `optimizer.apply`, no extra work.
 """
 
+import contextlib
+
 import keras
 from keras.src.trainers.data_adapters import data_adapter_utils
 
@@ -196,6 +198,11 @@ class BoostModel(keras.Model):
         """
         return list(self.trainable_variables)
 
+    def _boost_forward_state(self):
+        """Non-trainable variables the forward pass may update."""
+        own = {id(v) for v in self._boost_scale_state}
+        return [v for v in self.non_trainable_variables if id(v) not in own]
+
     def _boost_next_scale(self, scale, good_steps, finite):
         settings = self._boost_loss_scale
         return kb_ops.update_loss_scale(
@@ -207,6 +214,13 @@ class BoostModel(keras.Model):
 
     def make_train_function(self, force=False):
         self._boost_check_optimizer()
+        if self.optimizer is not None and not self.optimizer.built and self.built:
+            # The step may apply only an inner optimizer (it bypasses a
+            # LossScaleOptimizer); build the whole chain now so that its
+            # variables, and hence saving and loading, are complete.
+            tf_backend = keras.backend.backend() == "tensorflow"
+            with self.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
+                self.optimizer.build(self.trainable_variables)
         return super().make_train_function(force=force)
 
     def train_step(self, *args):
@@ -218,6 +232,11 @@ class BoostModel(keras.Model):
         optimizer, _ = self._boost_update_optimizer()
         trained = self._boost_trained_variables()
         scale = self._boost_scale_state[0] if self._boost_scale_state else None
+        if scale is not None:
+            # The forward pass updates state (BatchNorm moving statistics);
+            # an overflowing step must leave it untouched too.
+            forward_state = self._boost_forward_state()
+            saved = [keras.ops.copy(v.value) for v in forward_state]
         _, y_pred, grads = seam.scaled_loss_and_grads(
             self, x, y, sample_weight, trained, optimizer, scale
         )
@@ -229,6 +248,8 @@ class BoostModel(keras.Model):
             grads = kb_ops.unscale(grads, scale_value)
             finite = seam.all_replicas(kb_ops.all_finite(grads))
             seam.apply_if(finite, optimizer.apply, (grads, trained))
+            for variable, value in zip(forward_state, saved):
+                variable.assign(keras.ops.where(finite, variable.value, value))
             new_scale, new_steps = self._boost_next_scale(scale_value, good_steps, finite)
             self._boost_scale_state[0].assign(new_scale)
             self._boost_scale_state[1].assign(new_steps)

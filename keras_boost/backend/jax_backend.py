@@ -54,6 +54,7 @@ def train_step(model, state, data):
             scaled = scaled * ops.cast(scale, scaled.dtype)
         return scaled, (loss, y_pred, non_trainable, new_metrics)
 
+    non_trainable_before = list(non_trainable)
     trained_values = [trainable[p] for p in trained_pos]
     (_, aux), trained_grads = jax.value_and_grad(loss_fn, has_aux=True)(
         trained_values, non_trainable
@@ -77,7 +78,10 @@ def train_step(model, state, data):
             finite, update, lambda: (list(trainable), inner_vars)
         )
         new_scale, new_steps = model._boost_next_scale(scale, good_steps, finite)
-        non_trainable = list(non_trainable)
+        # Forward-pass state (BatchNorm statistics) is kept only on finite steps.
+        non_trainable = [
+            ops.where(finite, new, old) for new, old in zip(non_trainable, non_trainable_before)
+        ]
         non_trainable[scale_pos[0]] = new_scale
         non_trainable[scale_pos[1]] = ops.cast(new_steps, good_steps.dtype)
         extra_logs = {"loss_scale": new_scale, "overflow": 1.0 - ops.cast(finite, "float32")}

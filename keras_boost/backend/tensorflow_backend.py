@@ -27,9 +27,10 @@ def all_replicas(flag):
     ctx = tf.distribute.get_replica_context()
     if ctx is None or ctx.num_replicas_in_sync == 1:
         return flag
-    # MIN over replicas of 0/1: one replica's overflow skips the step on all.
-    reduced = ctx.all_reduce(tf.distribute.ReduceOp.MIN, tf.cast(flag, tf.float32))
-    return reduced > 0.5
+    # SUM over replicas of a 0/1 "not finite" count (tf.distribute.ReduceOp has
+    # only SUM and MEAN): one replica's overflow skips the step on all.
+    not_finite = 1.0 - tf.cast(flag, tf.float32)
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, not_finite) < 0.5
 
 
 def apply_if(flag, fn, args):

@@ -1,0 +1,18 @@
+"""Benchmark workloads and measurements for keras_boost.
+
+- `keras_boost.bench.workloads`: the models and data the examples, tests and
+  benchmarks share (`residual_cnn`, `mnist_data`).
+- `keras_boost.bench.overhead`: `python -m keras_boost.bench.overhead`
+  measures the per-step cost of `BoostModel` against plain `keras.Model.fit`.
+
+Example:
+
+```python
+from keras_boost import bench
+model = bench.residual_cnn(seed=0)
+(x, y), (x_test, y_test) = bench.mnist_data()
+```
+"""
+
+from keras_boost.bench.workloads import mnist_data
+from keras_boost.bench.workloads import residual_cnn

@@ -1,0 +1,268 @@
+"""Per-step overhead of `BoostModel` at "O0" against plain `keras.Model.fit`.
+
+Both models are the same `residual_cnn` with the same initial weights, fit on
+the same data in one process. Each model is warmed up first (one short `fit`,
+so tracing/compilation is excluded), then each repeat times one `fit` epoch of
+exactly `--steps` full batches per model. The two are interleaved, and their
+order alternates from one repeat to the next (keras, boost / boost, keras /
+...), so slow drift of the machine (thermal, other load) hits both alike.
+
+Reported: the median steps/s of each model, the per-repeat ratio
+boost/keras with its median and min-max spread, and
+`overhead % = (1 - median ratio) * 100` (positive: boost is slower).
+
+At "O0" with float32 and `loss_scale="auto"` the boost step does the same
+math as Keras' own, so the overhead should be within noise;
+`--loss-scale dynamic` measures the cost of dynamic loss scaling (scale,
+unscale, finite check, conditional apply).
+
+The backend is whatever `KERAS_BACKEND` says.
+
+Example:
+
+```shell
+KERAS_BACKEND=jax python -m keras_boost.bench.overhead --quick
+KERAS_BACKEND=tensorflow python -m keras_boost.bench.overhead \
+    --steps 200 --repeats 7 --loss-scale dynamic --output overhead_tf.json
+```
+"""
+
+import argparse
+import datetime
+import gc
+import importlib
+import json
+import os
+import platform
+import statistics
+import time
+
+import keras
+import numpy as np
+
+import keras_boost as boost
+from keras_boost.bench.workloads import mnist_data
+from keras_boost.bench.workloads import residual_cnn
+
+SEED = 1234
+# (steps, repeats, warmup_steps): the full run, and --quick (about a minute
+# on 2 CPU cores, compilation included).
+_DEFAULTS = {"steps": 100, "repeats": 5, "warmup_steps": 5}
+_QUICK = {"steps": 15, "repeats": 3, "warmup_steps": 3}
+_LOSS_SCALES = {"auto": "auto", "dynamic": "dynamic", "none": None}
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_boost.bench.overhead",
+        description="Steady-state steps/s of BoostModel (O0) vs keras.Model.fit.",
+    )
+    parser.add_argument("--steps", type=int, help="timed steps per fit (default 100; quick 15)")
+    parser.add_argument("--repeats", type=int, help="timed fits per model (default 5; quick 3)")
+    parser.add_argument("--warmup-steps", type=int, help="steps of the warm-up fit (default 5)")
+    parser.add_argument("--batch-size", type=int, default=64, help="batch size (default 64)")
+    parser.add_argument(
+        "--loss-scale", default="auto", choices=sorted(_LOSS_SCALES),
+        help="BoostModel's loss_scale: auto (off for float32), dynamic or none",
+    )
+    parser.add_argument(
+        "--optimizer", default="sgd", choices=("sgd", "adam"),
+        help="SGD with momentum (default) or Adam",
+    )
+    parser.add_argument("--quick", action="store_true", help="a ~1 minute smoke run")
+    parser.add_argument("--output", help="also write the results as JSON to this path")
+    args = parser.parse_args(argv)
+    presets = _QUICK if args.quick else _DEFAULTS
+    for name, value in presets.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    for name in ("steps", "repeats", "warmup_steps", "batch_size"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    return args
+
+
+# --- environment ------------------------------------------------------------
+
+
+def _cpu_name():
+    # platform.processor() is often empty or just "x86_64" on Linux.
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _usable_cpus():
+    """What `nproc` prints: the CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
+def environment():
+    """Backend, versions and machine, recorded with every result."""
+    backend = keras.backend.backend()
+    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend)
+    backend_version = importlib.import_module(module).__version__ if module else None
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "backend": backend,
+        "backend_version": backend_version,
+        "keras_version": keras.__version__,
+        "keras_boost_version": boost.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": _cpu_name(),
+        "nproc": _usable_cpus(),
+        "cpu_count": os.cpu_count(),
+        # The load before the run: a busy machine makes the spread wide.
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+    }
+
+
+# --- models and data --------------------------------------------------------
+
+
+def make_data(steps, batch_size):
+    """Exactly `steps` full batches of the embedded MNIST (tiled if needed).
+
+    Full batches only: a smaller last batch would be a new input shape, and
+    tracing it would land inside the timed fit.
+    """
+    (x, y), _ = mnist_data()
+    index = np.arange(steps * batch_size) % len(x)
+    return x[index], y[index]
+
+
+def make_optimizer(name):
+    if name == "adam":
+        return keras.optimizers.Adam(learning_rate=1e-3)
+    return keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
+
+
+def build_models(optimizer_name, loss_scale):
+    """The keras and boost models: same graph, same weights, same compile."""
+    baseline = residual_cnn(seed=SEED, name="keras")
+    boosted = residual_cnn(
+        seed=SEED, model_cls=boost.BoostModel, boost_level="O0",
+        loss_scale=loss_scale, name="boost",
+    )
+    boosted.set_weights(baseline.get_weights())
+    optimizers = {
+        "keras": make_optimizer(optimizer_name),
+        "boost": boost.wrap(make_optimizer(optimizer_name), "O0"),
+    }
+    models = {"keras": baseline, "boost": boosted}
+    for name, model in models.items():
+        model.compile(
+            optimizer=optimizers[name],
+            loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            metrics=["accuracy"],
+        )
+    return models
+
+
+# --- timing -----------------------------------------------------------------
+
+
+def _fit(model, x, y, batch_size):
+    # shuffle=False: the input pipeline does the same work for both models.
+    return model.fit(x, y, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
+
+
+def time_fit(model, x, y, batch_size):
+    """Steps per second of one `fit` epoch over `x` (full batches only)."""
+    gc.collect()  # a collection inside the timed region would be noise
+    start = time.perf_counter()
+    _fit(model, x, y, batch_size)
+    seconds = time.perf_counter() - start
+    return (len(x) // batch_size) / seconds
+
+
+def run(args):
+    """Warms both models up, then times `args.repeats` interleaved fits of each.
+
+    Returns the list of per-repeat records.
+    """
+    x, y = make_data(args.steps, args.batch_size)
+    models = build_models(args.optimizer, _LOSS_SCALES[args.loss_scale])
+    warm = args.warmup_steps * args.batch_size
+    for name, model in models.items():
+        start = time.perf_counter()
+        _fit(model, x[:warm], y[:warm], args.batch_size)
+        print(f"warm-up {name:<5} {time.perf_counter() - start:6.1f} s "
+              f"({args.warmup_steps} steps, tracing/compilation included)")
+
+    records = []
+    for repeat in range(args.repeats):
+        # Alternate which model goes first, so drift cancels over repeats.
+        order = ("keras", "boost") if repeat % 2 == 0 else ("boost", "keras")
+        rates = {name: time_fit(models[name], x, y, args.batch_size) for name in order}
+        record = {
+            "repeat": repeat + 1,
+            "order": list(order),
+            "keras_steps_per_s": rates["keras"],
+            "boost_steps_per_s": rates["boost"],
+            "ratio": rates["boost"] / rates["keras"],
+        }
+        records.append(record)
+        print(f"repeat {repeat + 1}/{args.repeats}  first {order[0]:<5}  "
+              f"keras {rates['keras']:7.2f} steps/s  boost {rates['boost']:7.2f} steps/s  "
+              f"ratio {record['ratio']:.3f}")
+    return records
+
+
+def summarize(records):
+    ratios = [r["ratio"] for r in records]
+    median_ratio = statistics.median(ratios)
+    return {
+        "keras_median_steps_per_s": statistics.median(r["keras_steps_per_s"] for r in records),
+        "boost_median_steps_per_s": statistics.median(r["boost_steps_per_s"] for r in records),
+        "median_ratio": median_ratio,
+        "min_ratio": min(ratios),
+        "max_ratio": max(ratios),
+        "overhead_percent": (1.0 - median_ratio) * 100.0,
+    }
+
+
+def print_summary(summary):
+    print(f"\nmedian steps/s      keras {summary['keras_median_steps_per_s']:.2f}   "
+          f"boost {summary['boost_median_steps_per_s']:.2f}")
+    print(f"ratio boost/keras   median {summary['median_ratio']:.3f}   "
+          f"min {summary['min_ratio']:.3f}   max {summary['max_ratio']:.3f}")
+    print(f"overhead            {summary['overhead_percent']:+.1f}% "
+          "(1 - median ratio; positive = boost slower)")
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    env = environment()
+    print(f"keras_boost overhead  {env['date']}")
+    print(f"backend {env['backend']} {env['backend_version']}, keras {env['keras_version']}, "
+          f"keras_boost {env['keras_boost_version']}")
+    print(f"machine {env['processor']}, nproc {env['nproc']}, load {env['load_average']}")
+    print(f"BoostModel O0, loss_scale={args.loss_scale}, optimizer {args.optimizer}, "
+          f"batch {args.batch_size}, {args.steps} timed steps x {args.repeats} repeats\n")
+    records = run(args)
+    summary = summarize(records)
+    print_summary(summary)
+    if args.output:
+        result = {
+            "environment": env,
+            "settings": {k: v for k, v in vars(args).items() if k != "output"},
+            "repeats": records,
+            "summary": summary,
+        }
+        with open(args.output, "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"\nwrote {args.output}")
+    return summary
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,37 @@
+import os
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+
+def to_numpy(values):
+    return [np.array(keras.ops.convert_to_numpy(v)) for v in values]
+
+
+def dense_graph(seed=0, batch_norm=True, units=8, outputs=3):
+    """Inputs/outputs of a small functional net with fixed initial weights."""
+    init = keras.initializers.GlorotUniform(seed=seed)
+    inputs = keras.Input((5,))
+    h = keras.layers.Dense(units, kernel_initializer=init, name="d1")(inputs)
+    if batch_norm:
+        h = keras.layers.BatchNormalization(name="bn")(h)
+    h = keras.layers.Activation("relu")(h)
+    out = keras.layers.Dense(outputs, kernel_initializer=init, name="d2")(h)
+    return inputs, out
+
+
+def regression_data(n=32, seed=0, outputs=3):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 5)).astype("float32")
+    y = rng.normal(size=(n, outputs)).astype("float32")
+    return x, y
+
+
+@pytest.fixture
+def restore_policy():
+    policy = keras.config.dtype_policy()
+    yield
+    keras.config.set_dtype_policy(policy)

@@ -1,0 +1,176 @@
+"""BoostModel's train step on the active backend (tox runs all three)."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+from conftest import dense_graph
+from conftest import regression_data
+from conftest import to_numpy
+
+
+def make(model_cls=keras.Model, batch_norm=True, optimizer=None, **kwargs):
+    model = model_cls(*dense_graph(batch_norm=batch_norm), **kwargs)
+    model.compile(optimizer=optimizer or keras.optimizers.SGD(0.05, momentum=0.9), loss="mse")
+    return model
+
+
+def fit(model, x, y, epochs=1):
+    return model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0)
+
+
+def state(model):
+    return to_numpy(model.weights), to_numpy(model.optimizer.variables)
+
+
+def assert_same(a, b):
+    for u, v in zip(a, b):
+        np.testing.assert_array_equal(u, v)
+
+
+def test_o0_float32_step_equals_keras_fit():
+    x, y = regression_data()
+    plain, boosted = make(), make(boost.BoostModel)
+    fit(plain, x, y, epochs=2)
+    history = fit(boosted, x, y, epochs=2)
+    assert boosted.loss_scale is None and not boosted._boost_scale_state
+    for a, b in zip(to_numpy(plain.weights), to_numpy(boosted.weights)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+    assert set(history.history) == {"loss"}
+    np.testing.assert_allclose(history.history["loss"], fit(plain, x, y, 0).history.get("loss", history.history["loss"]))
+
+
+def test_dynamic_loss_scale_matches_unscaled_training():
+    # Power-of-two scales are exact in float32: same updates as no scaling.
+    x, y = regression_data()
+    plain = make()
+    boosted = make(boost.BoostModel, loss_scale="dynamic")
+    fit(plain, x, y, epochs=2)
+    history = fit(boosted, x, y, epochs=2)
+    for a, b in zip(to_numpy(plain.trainable_weights), to_numpy(boosted.trainable_weights)):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert history.history["loss_scale"] == [2.0**15, 2.0**15]
+    assert history.history["overflow"] == [0.0, 0.0]
+    assert int(boosted.optimizer.iterations) == 8
+
+
+@pytest.mark.parametrize("bad", [np.inf, np.nan])
+def test_overflow_step_is_skipped_bit_identically(bad):
+    x, y = regression_data(n=8)
+    model = make(boost.BoostModel, loss_scale=boost.DynamicLossScale(initial_scale=64.0))
+    fit(model, x, y)  # one clean step: momentum slots are non-zero now
+    before = state(model)
+    iterations = int(model.optimizer.iterations)
+    x_bad = x.copy()
+    x_bad[3, 1] = bad
+    logs = model.train_on_batch(x_bad, y, return_dict=True)
+    after_weights, after_opt = state(model)
+    scale_position = [v.path for v in model.weights].index(model._boost_scale_state[0].path)
+    steps_position = scale_position + 1
+    for i, (u, v) in enumerate(zip(before[0], after_weights)):
+        if i not in (scale_position, steps_position):
+            np.testing.assert_array_equal(u, v)  # kernels and BN statistics
+    assert_same(before[1], after_opt)
+    assert int(model.optimizer.iterations) == iterations
+    assert float(model._boost_scale_state[0]) == 32.0
+    assert logs["overflow"] == 1.0 and logs["loss_scale"] == 32.0
+
+
+def test_scale_grows_after_window_and_has_a_floor():
+    x, y = regression_data(n=8)
+    model = make(boost.BoostModel, batch_norm=False,
+                 loss_scale=boost.DynamicLossScale(initial_scale=2.0, scale_window=2, min_scale=1.0))
+    scales = [model.train_on_batch(x, y, return_dict=True)["loss_scale"] for _ in range(5)]
+    assert scales == [2.0, 4.0, 4.0, 8.0, 8.0]
+    x_bad = x.copy()
+    x_bad[0, 0] = np.inf
+    scales = [model.train_on_batch(x_bad, y, return_dict=True)["loss_scale"] for _ in range(4)]
+    assert scales == [4.0, 2.0, 1.0, 1.0]  # halves, then stops at min_scale
+
+
+def test_mixed_float16_uses_boost_scaling_and_bypasses_keras_lso(restore_policy):
+    keras.config.set_dtype_policy("mixed_float16")
+    x, y = regression_data()
+    model = make(boost.BoostModel, optimizer=boost.wrap(keras.optimizers.SGD(0.05)))
+    assert model.loss_scale == boost.DynamicLossScale()
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)  # Keras' auto-wrap
+    history = fit(model, x, y, epochs=2)
+    assert history.history["loss_scale"] == [2.0**15, 2.0**15]
+    assert np.isfinite(history.history["loss"]).all()
+    assert history.history["loss"][1] < history.history["loss"][0]
+    # The auto-wrapped LossScaleOptimizer never ran: its own state is untouched.
+    assert float(model.optimizer.dynamic_scale) == 2.0**15
+    assert int(model.optimizer.step_counter) == 0
+    assert int(model.optimizer.iterations) == 8
+
+
+def test_mixed_bfloat16_needs_no_loss_scale(restore_policy):
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    model = make(boost.BoostModel)
+    assert model.loss_scale is None
+
+
+def test_explicit_loss_scale_optimizer_without_boost_scaling_is_an_error():
+    x, y = regression_data()
+    model = make(boost.BoostModel, loss_scale=None,
+                 optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD()))
+    with pytest.raises(ValueError, match="BoostModel does its own loss scaling"):
+        fit(model, x, y)
+
+
+def test_bad_loss_scale_argument():
+    with pytest.raises(ValueError, match="loss_scale must be 'auto', 'dynamic', None"):
+        boost.BoostModel(*dense_graph(), loss_scale="static")
+    with pytest.raises(ValueError, match="scale_window must be >= 1"):
+        boost.DynamicLossScale(scale_window=0)
+    with pytest.raises(ValueError, match="growth_factor must be finite and > 1"):
+        boost.DynamicLossScale(growth_factor=1)
+
+
+def test_functional_constructor_is_required():
+    with pytest.raises(TypeError, match="from_model"):
+        boost.BoostModel()
+
+
+def test_config_set_in_two_places_must_agree():
+    x, y = regression_data()
+    model = make(boost.BoostModel, boost_config_dict={"common": {"device_number": 4}},
+                 optimizer=boost.wrap(keras.optimizers.SGD(), "O0", {"common": {"device_number": 2}}))
+    with pytest.raises(ValueError, match="set the level and config in one place"):
+        fit(model, x, y)
+
+
+class Subclassed(keras.Model):
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = keras.layers.Dense(4, activation="relu")
+        self.out = keras.layers.Dense(3)
+
+    def call(self, x):
+        return self.out(self.hidden(x))
+
+
+@pytest.mark.parametrize("kind", ["functional", "sequential", "subclassed"])
+def test_from_model_shares_weights_and_trains(kind):
+    if kind == "functional":
+        model = keras.Model(*dense_graph())
+    elif kind == "sequential":
+        model = keras.Sequential([keras.Input((5,)), keras.layers.Dense(4), keras.layers.Dense(3)])
+    else:
+        model = Subclassed()
+        model(np.zeros((1, 5), "float32"))
+    boosted = boost.BoostModel.from_model(model, loss_scale="dynamic")
+    assert boosted.name == f"{model.name}_boost"
+    assert {id(v) for v in model.trainable_weights} == {id(v) for v in boosted.trainable_weights}
+    before = to_numpy(model.trainable_weights)
+    boosted.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    fit(boosted, *regression_data())
+    assert any(not np.array_equal(a, b) for a, b in zip(before, to_numpy(model.trainable_weights)))
+
+
+def test_from_model_errors():
+    with pytest.raises(ValueError, match="is not built"):
+        boost.BoostModel.from_model(Subclassed())
+    with pytest.raises(TypeError, match="must be a keras.Model"):
+        boost.BoostModel.from_model(keras.layers.Dense(3))

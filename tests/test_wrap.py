@@ -1,0 +1,120 @@
+"""boost.wrap / BoostOptimizer / AutoBoost on Keras objects."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+from conftest import dense_graph
+from conftest import regression_data
+from conftest import to_numpy
+
+
+def train(optimizer, epochs=2, batch_norm=True):
+    inputs, outputs = dense_graph(batch_norm=batch_norm)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=optimizer, loss="mse")
+    x, y = regression_data()
+    model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0)
+    return model
+
+
+def sgd():
+    return keras.optimizers.SGD(
+        keras.optimizers.schedules.ExponentialDecay(0.1, 3, 0.5), momentum=0.9, weight_decay=1e-3
+    )
+
+
+def test_o0_wrap_is_an_exact_pass_through():
+    plain = train(sgd())
+    wrapped = train(boost.wrap(sgd(), "O0"))
+    for a, b in zip(to_numpy(plain.weights), to_numpy(wrapped.weights)):
+        np.testing.assert_array_equal(a, b)
+    assert int(wrapped.optimizer.iterations) == int(plain.optimizer.iterations) == 8
+    inner = wrapped.optimizer.inner_optimizer
+    for a, b in zip(to_numpy(plain.optimizer.variables), to_numpy(inner.variables)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_learning_rate_and_iterations_pass_through():
+    inner = keras.optimizers.SGD(0.5)
+    opt = boost.wrap(inner)
+    assert float(opt.learning_rate) == 0.5
+    opt.learning_rate = 0.25
+    assert float(inner.learning_rate) == 0.25
+    model = train(opt, epochs=1)
+    assert opt.iterations is inner.iterations
+    assert int(model.optimizer.iterations) == 4
+
+
+def test_learning_rate_scheduler_callback_reaches_inner_optimizer():
+    inner = keras.optimizers.SGD(0.5)
+    inputs, outputs = dense_graph()
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=boost.wrap(inner), loss="mse")
+    x, y = regression_data()
+    model.fit(x, y, epochs=2, verbose=0,
+              callbacks=[keras.callbacks.LearningRateScheduler(lambda e, lr: 0.1 / (e + 1))])
+    assert float(inner.learning_rate) == pytest.approx(0.05)
+
+
+@pytest.mark.parametrize("bad", ["adam", object(), None, keras.layers.Dense(2)])
+def test_wrap_rejects_non_keras_optimizers(bad):
+    with pytest.raises(TypeError, match="keras.optimizers.Optimizer"):
+        boost.wrap(bad)
+
+
+def test_wrap_bad_level():
+    with pytest.raises(ValueError, match="Unknown boost level 'O9'"):
+        boost.wrap(keras.optimizers.SGD(), "O9")
+
+
+@pytest.mark.parametrize("level, names", [("O1", "'less_bn', 'grad_freeze'"), ("O2", "'less_bn', 'grad_freeze', 'adasum'")])
+def test_unimplemented_algorithms_raise_not_implemented(level, names):
+    with pytest.raises(NotImplementedError, match=names):
+        boost.wrap(keras.optimizers.SGD(), level)
+    with pytest.raises(NotImplementedError, match=names):
+        boost.BoostModel(*dense_graph(), boost_level=level)
+    model = keras.Model(*dense_graph())
+    with pytest.raises(NotImplementedError, match=names):
+        boost.AutoBoost(level).network_auto_process_train(model, keras.optimizers.SGD())
+
+
+def test_manual_mode_can_switch_unimplemented_algorithms_off():
+    opt = boost.wrap(keras.optimizers.SGD(), "O1", {"boost": {"mode": "manual", "less_bn": False, "grad_freeze": False}})
+    assert opt.boost_level == "O1" and not any(
+        v for k, v in opt.boost_config["boost"].items() if k != "mode"
+    )
+
+
+def test_network_auto_process_train_o0():
+    model = keras.Model(*dense_graph())
+    sgd_ = keras.optimizers.SGD()
+    new_model, opt = boost.AutoBoost("O0").network_auto_process_train(model, sgd_)
+    assert new_model is model
+    assert isinstance(opt, boost.BoostOptimizer) and opt.inner_optimizer is sgd_
+    assert boost.AutoBoost("O0").network_auto_process_eval(model) is model
+
+
+def test_network_auto_process_checks_the_model():
+    with pytest.raises(TypeError, match="must be a keras.Model"):
+        boost.AutoBoost().network_auto_process_train("model", keras.optimizers.SGD())
+    unbuilt = keras.Sequential([keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="is not built"):
+        boost.AutoBoost().network_auto_process_train(unbuilt, keras.optimizers.SGD())
+    with pytest.raises(TypeError, match="keras.optimizers.Optimizer"):
+        boost.AutoBoost().network_auto_process_train(keras.Model(*dense_graph()), "sgd")
+
+
+def test_wrapper_rejects_base_optimizer_kwargs():
+    with pytest.raises(ValueError, match=r"\['clipnorm'\]"):
+        boost.OptimizerWrapper(keras.optimizers.SGD(), clipnorm=1.0)
+
+
+def test_boost_optimizer_config_round_trip():
+    opt = boost.wrap(keras.optimizers.Adam(3e-4), "O0", {"common": {"device_number": 2}})
+    clone = boost.BoostOptimizer.from_config(opt.get_config())
+    assert clone.boost_config == opt.boost_config
+    assert clone.inner_optimizer.get_config() == opt.inner_optimizer.get_config()
+    restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(opt))
+    assert isinstance(restored, boost.BoostOptimizer)
