@@ -44,10 +44,16 @@ import keras_boost  # noqa: E402
 DEVICES = [f"/CPU:{i}" for i in range(N_REPLICAS)]
 
 
-def build(model_cls, **kwargs):
+def build(model_cls, batch_norm=True, **kwargs):
     keras.utils.set_random_seed(0)
     inputs = keras.Input((4,))
-    h = keras.layers.Dense(8, activation="tanh")(inputs)
+    h = keras.layers.Dense(8)(inputs)
+    # Synchronized BN: global-batch statistics, so the distributed run equals
+    # the single-device one, and its moving statistics (updated in the
+    # forward pass) must also survive an overflowing step.
+    if batch_norm:
+        h = keras.layers.BatchNormalization(synchronized=True, momentum=0.5)(h)
+    h = keras.layers.Activation("tanh")(h)
     outputs = keras.layers.Dense(2)(h)
     return model_cls(inputs, outputs, **kwargs)
 
@@ -189,7 +195,9 @@ def main(out_dir):
 
     # 4. Control: stock Keras + LossScaleOptimizer (reference doc P9).
     with strategy.scope():
-        stock = build(keras.Model)
+        # No BN here: synchronized BN would spread the inf to replica 0,
+        # which is the one replica Keras' LossScaleOptimizer checks.
+        stock = build(keras.Model, batch_norm=False)
         compile_(stock, wrap_lso=True)
     stock.fit(dataset(x_clean, y_clean), epochs=1, shuffle=False, verbose=0)
     stock_before = state_of(strategy, stock)
