@@ -12,8 +12,13 @@ from keras_boost import ops
 from keras_boost.auto_boost import AutoBoost
 from keras_boost.auto_boost import wrap
 from keras_boost.errors import NoEffectWarning
+from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.model import BoostModel
 from keras_boost.optimizers import BoostOptimizer
+from keras_boost.optimizers import FlushGradientAccumulation
+from keras_boost.optimizers import FreezeOpt
+from keras_boost.optimizers import FreezeOptimizer
+from keras_boost.optimizers import GradientAccumulation
 from keras_boost.optimizers import OptimizerWrapper
 from keras_boost.version import __version__

@@ -16,7 +16,7 @@ from keras_boost.errors import not_implemented
 
 # Algorithms that exist in this version. An enabled algorithm outside this set
 # raises NotImplementedError where it is requested, never a silent no-op.
-IMPLEMENTED = frozenset()
+IMPLEMENTED = frozenset({"grad_accumulation", "grad_freeze"})
 
 
 def check_implemented(config):

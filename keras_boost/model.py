@@ -13,6 +13,7 @@ Keras' own: gradients, then `optimizer.apply`, no extra work.
 """
 
 import contextlib
+import warnings
 
 import keras
 from keras.src.trainers.data_adapters import data_adapter_utils
@@ -23,6 +24,7 @@ from keras_boost import ops as kb_ops
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.optimizers.freeze import FreezeOptimizer
 
 
 def _uses_float16(model):
@@ -193,10 +195,54 @@ class BoostModel(keras.Model):
     def _boost_trained_variables(self):
         """The variables this step differentiates and updates.
 
-        The seam for gradient freezing: a frozen prefix is simply left out, so
-        its backward pass is never built.
+        With gradient freezing, the group of the depth this train function
+        was built for: the frozen prefix is left out, so its backward pass is
+        never built.
         """
-        return list(self.trainable_variables)
+        freeze = self._boost_freeze_optimizer()
+        if freeze is None:
+            return list(self.trainable_variables)
+        variables = self.trainable_variables
+        return [variables[i] for i in freeze.trained_indices(self._boost_depth)]
+
+    def _boost_freeze_optimizer(self):
+        """The FreezeOptimizer in the optimizer chain, or None."""
+        optimizer = getattr(self, "optimizer", None)
+        while optimizer is not None:
+            if isinstance(optimizer, FreezeOptimizer):
+                return optimizer
+            optimizer = getattr(optimizer, "inner_optimizer", None)
+        return None
+
+    def _boost_freeze_counter(self):
+        freeze = self._boost_freeze_optimizer()
+        return None if freeze is None else freeze.freeze_step
+
+    def _boost_prepare_freeze(self):
+        """Hands the schedule to the model: groups by layer structure, host-side
+        dispatch. Idempotent; runs before the optimizer is built."""
+        freeze = self._boost_freeze_optimizer()
+        if freeze is None:
+            if self._auto_boost.config["boost"]["grad_freeze"]:
+                raise ValueError(
+                    f"BoostModel(boost_level={self.boost_level!r}) enables gradient "
+                    "freezing: compile with optimizer=boost.wrap(optimizer, "
+                    f"{self.boost_level!r}) so that its schedule state is saved."
+                )
+            return None
+        if self.steps_per_execution > 1:
+            raise ValueError(
+                "Gradient freezing picks a compiled train function per step; it "
+                f"needs steps_per_execution=1, got {self.steps_per_execution}."
+            )
+        freeze.external_schedule = True
+        if freeze._group_spec is None and freeze._schedule_spec is not None:
+            from keras_boost.grad_freeze import GradientFreeze
+
+            n = freeze._schedule_spec["param_groups"]
+            groups = GradientFreeze(param_groups=n).split_parameters_groups(self, n)
+            freeze._group_spec = [[v.path for v in g] for g in groups]
+        return freeze
 
     def _boost_forward_state(self):
         """Non-trainable variables the forward pass may update."""
@@ -212,8 +258,14 @@ class BoostModel(keras.Model):
 
     # --- the train step ----------------------------------------------------
 
+    def _symbolic_build(self, *args, **kwargs):
+        if getattr(self, "optimizer", None) is not None:
+            self._boost_prepare_freeze()
+        return super()._symbolic_build(*args, **kwargs)
+
     def make_train_function(self, force=False):
         self._boost_check_optimizer()
+        freeze = self._boost_prepare_freeze()
         if self.optimizer is not None and not self.optimizer.built and self.built:
             # The step may apply only an inner optimizer (it bypasses a
             # LossScaleOptimizer); build the whole chain now so that its
@@ -221,7 +273,37 @@ class BoostModel(keras.Model):
             tf_backend = keras.backend.backend() == "tensorflow"
             with self.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
                 self.optimizer.build(self.trainable_variables)
-        return super().make_train_function(force=force)
+        if freeze is None:
+            return super().make_train_function(force=force)
+        if self.train_function is not None and not force:
+            return self.train_function
+        return self._boost_make_freeze_dispatch(freeze)
+
+    def _boost_make_freeze_dispatch(self, freeze):
+        """One compiled train function per freeze depth, built on first use and
+        cached; the host-side schedule picks one per step (no retracing)."""
+        compiled = {}
+        self._boost_step = int(keras.ops.convert_to_numpy(freeze.freeze_step))
+
+        def train_function(*args):
+            depth = freeze.depth_at(self._boost_step)
+            self._boost_step += 1
+            self._boost_depth = depth
+            if depth not in compiled:
+                self.train_function = None
+                super(BoostModel, self).make_train_function(force=True)
+                compiled[depth] = self.train_function
+                self.train_function = train_function
+            return compiled[depth](*args)
+
+        self.train_function = train_function
+        return train_function
+
+    def fit(self, *args, callbacks=None, **kwargs):
+        callbacks = list(callbacks or [])
+        if self._boost_freeze_optimizer() is not None:
+            callbacks.append(_FreezeScheduleCallback())
+        return super().fit(*args, callbacks=callbacks, **kwargs)
 
     def train_step(self, *args):
         seam = kb_backend.current()
@@ -257,6 +339,10 @@ class BoostModel(keras.Model):
                 "loss_scale": new_scale,
                 "overflow": 1.0 - keras.ops.cast(finite, "float32"),
             }
+        counter = self._boost_freeze_counter()
+        if counter is not None:  # the schedule advances on every step
+            counter.assign_add(1)
+            extra_logs["freeze_depth"] = keras.ops.convert_to_tensor(float(self._boost_depth))
         logs = {**self.compute_metrics(x, y, y_pred, sample_weight), **extra_logs}
         return self._boost_distributed_logs(logs)
 
@@ -294,3 +380,24 @@ class BoostModel(keras.Model):
             loss_scale=loss_scale,
         )
         return config
+
+
+class _FreezeScheduleCallback(keras.callbacks.Callback):
+    """Sizes a `total_steps="auto"` schedule from `fit` and syncs the host-side
+    step counter with the saved one."""
+
+    def on_train_begin(self, logs=None):
+        freeze = self.model._boost_freeze_optimizer()
+        epochs, steps = self.params.get("epochs"), self.params.get("steps")
+        if freeze.train_strategy is None and freeze._schedule_spec is not None:
+            if steps:
+                freeze.ensure_schedule(epochs * steps)
+            else:
+                warnings.warn(
+                    "Gradient freezing: fit does not know its steps per epoch, so "
+                    "total_steps='auto' falls back to 65536 steps.",
+                    stacklevel=2,
+                )
+                freeze.ensure_schedule(65536)
+        if freeze.built:
+            self.model._boost_step = int(keras.ops.convert_to_numpy(freeze.freeze_step))

@@ -88,8 +88,18 @@ def train_step(model, state, data):
 
     optimizer_vars = list(optimizer_vars)
     optimizer_vars[inner_slice] = new_inner
+    counter = model._boost_freeze_counter()
+    if counter is not None:  # the schedule advances on every step
+        pos = _positions(model.optimizer.variables, [counter])[0]
+        optimizer_vars[pos] = optimizer_vars[pos] + 1
+        extra_logs["freeze_depth"] = ops.convert_to_tensor(float(model._boost_depth))
     logs, metrics_vars = model._update_metrics_variables(
         metrics_vars, loss, x, y, y_pred, sample_weight
     )
     logs = {**logs, **extra_logs}
     return logs, (new_trainable, non_trainable, optimizer_vars, metrics_vars)
+
+
+def switch(index, branches, args):
+    # Eager use only: under jit Keras calls stateless_apply instead.
+    branches[int(index)](*args)

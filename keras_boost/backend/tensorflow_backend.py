@@ -78,3 +78,20 @@ def logs_for_multi_worker(logs):
 
 def apply(fn, args):
     fn(*args)
+
+
+def switch(index, branches, args):
+    """Runs `branches[index](*args)`; legal under tf.distribute (see apply_if)."""
+    if tf.__internal__.distribute.strategy_supports_no_merge_call():
+        ops.switch(index, [lambda b=b: b(*args) for b in branches])
+        return
+
+    def cross_replica(strategy, index, *args):
+        index = strategy.experimental_local_results(index)[0]
+
+        def run(branch):
+            return lambda: strategy.extended.call_for_each_replica(branch, args=args)
+
+        ops.switch(index, [run(b) for b in branches])
+
+    tf.distribute.get_replica_context().merge_call(cross_replica, args=(index, *args))

@@ -37,3 +37,8 @@ def apply_if(flag, fn, args):
 def apply(fn, args):
     with torch.no_grad():
         fn(*args)
+
+
+def switch(index, branches, args):
+    with torch.no_grad():
+        branches[int(index)](*args)

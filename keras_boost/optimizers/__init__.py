@@ -1,4 +1,8 @@
 """Optimizer wrappers (composition over a Keras optimizer)."""
 
+from keras_boost.optimizers.accumulation import FlushGradientAccumulation
+from keras_boost.optimizers.accumulation import GradientAccumulation
 from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.optimizers.freeze import FreezeOpt
+from keras_boost.optimizers.freeze import FreezeOptimizer

@@ -1,10 +1,15 @@
 """`BoostOptimizer`: what `boost.wrap` returns."""
 
+import warnings
+
 import keras
 
 from keras_boost import auto_boost
+from keras_boost.errors import NoEffectWarning
+from keras_boost.optimizers.accumulation import GradientAccumulation
 from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.base import check_optimizer
+from keras_boost.optimizers.freeze import FreezeOptimizer
 
 
 def build_optimizer_chain(optimizer, config):
@@ -14,6 +19,24 @@ def build_optimizer_chain(optimizer, config):
     GradientAccumulation, AdaSum.
     """
     auto_boost.check_implemented(config)
+    flags = config["boost"]
+    if flags["grad_freeze"]:
+        # Groups come from the model when BoostModel builds it (by layer
+        # structure), else from the variable list at build time.
+        optimizer = FreezeOptimizer(optimizer, schedule=dict(config["grad_freeze"]))
+    if flags["grad_accumulation"]:
+        steps = config["grad_accumulation"]["grad_accumulation_step"]
+        if steps > 1:
+            optimizer = GradientAccumulation(optimizer, steps)
+        else:
+            # As in MindSpore: accumulation acts only for a step count > 1.
+            warnings.warn(
+                "grad_accumulation is enabled with grad_accumulation_step=1, so "
+                "every micro-batch is an update and nothing is accumulated; set "
+                '{"grad_accumulation": {"grad_accumulation_step": k}} with k > 1.',
+                NoEffectWarning,
+                stacklevel=3,
+            )
     return optimizer
 
 
@@ -40,13 +63,16 @@ class BoostOptimizer(OptimizerWrapper):
     ```
     """
 
-    def __init__(self, optimizer, boost_level="O0", boost_config_dict=None, name=None):
+    def __init__(
+        self, optimizer, boost_level="O0", boost_config_dict=None, name=None, chain_built=False
+    ):
         check_optimizer(optimizer)
         resolved = auto_boost.AutoBoost(boost_level, boost_config_dict)
-        chain = build_optimizer_chain(optimizer, resolved.config)
+        # `chain_built` (from_config): `optimizer` is the saved chain itself,
+        # with its state-defining config (e.g. a generated freeze schedule).
+        chain = optimizer if chain_built else build_optimizer_chain(optimizer, resolved.config)
         super().__init__(chain, name=name or "boost_optimizer")
         self._auto_boost = resolved
-        self._user_optimizer = optimizer
 
     @property
     def boost_level(self):
@@ -60,8 +86,9 @@ class BoostOptimizer(OptimizerWrapper):
     def get_config(self):
         return {
             "name": self.name,
-            "optimizer": keras.saving.serialize_keras_object(self._user_optimizer),
+            "optimizer": keras.saving.serialize_keras_object(self.inner_optimizer),
             "boost_level": self.boost_level,
             # The resolved config re-resolves to itself, so reloading is exact.
             "boost_config_dict": self.boost_config,
+            "chain_built": True,
         }
