@@ -27,6 +27,7 @@ import time
 import keras
 
 import keras_boost as boost
+from keras_boost.bench import copy_weights
 from keras_boost.bench import mnist_data
 from keras_boost.bench import residual_cnn
 
@@ -83,7 +84,7 @@ def train_and_evaluate(model, optimizer, data, args):
     }
 
 
-def build_boost_run(level, optimizer_name, initial_weights):
+def build_boost_run(level, optimizer_name, initial_model):
     """The BoostModel and wrapped optimizer for `level`, or None if unavailable.
 
     Levels whose algorithms are not implemented yet raise
@@ -102,7 +103,7 @@ def build_boost_run(level, optimizer_name, initial_weights):
         return None
     # Same graph and seed already give the same weights; copying makes the
     # comparison independent of how initializers are seeded.
-    model.set_weights(initial_weights)
+    copy_weights(initial_model, model)
     return model, optimizer
 
 
@@ -127,15 +128,15 @@ def main(argv=None):
     data = mnist_data()
     print(f"Embedded MNIST sample: {len(data[0][0])} train / {len(data[1][0])} test images")
 
-    rows = {}
     baseline = residual_cnn(seed=SEED)
-    initial_weights = baseline.get_weights()
+    # Built before any training, so that it starts from the same weights.
+    boost_run = build_boost_run(args.level, args.optimizer, baseline)
+
+    rows = {}
     print(f"\n[1/2] keras.Model ({baseline.count_params():,} weights)")
     rows["keras.Model"] = train_and_evaluate(
         baseline, make_optimizer(args.optimizer), data, args
     )
-
-    boost_run = build_boost_run(args.level, args.optimizer, initial_weights)
     if boost_run is not None:
         print(f"\n[2/2] boost.BoostModel at {args.level}")
         rows[f"BoostModel {args.level}"] = train_and_evaluate(*boost_run, data, args)

@@ -290,14 +290,32 @@ class BoostModel(keras.Model):
             self._boost_step += 1
             self._boost_depth = depth
             if depth not in compiled:
-                self.train_function = None
-                super(BoostModel, self).make_train_function(force=True)
-                compiled[depth] = self.train_function
+                compiled[depth] = self._boost_compile_at_depth(depth)
                 self.train_function = train_function
             return compiled[depth](*args)
 
         self.train_function = train_function
         return train_function
+
+    def _boost_compile_at_depth(self, depth):
+        """Keras' own train function, built around a step fixed at `depth`.
+
+        The step is a fresh function object per depth: `jax.jit` caches
+        traces by function, so reusing `self.train_step` would hand every
+        depth the first depth's trace.
+        """
+
+        def train_step_at_depth(*args):
+            self._boost_depth = depth
+            return BoostModel.train_step(self, *args)
+
+        object.__setattr__(self, "train_step", train_step_at_depth)
+        try:
+            self.train_function = None
+            super().make_train_function(force=True)
+        finally:
+            object.__delattr__(self, "train_step")
+        return self.train_function
 
     def fit(self, *args, callbacks=None, **kwargs):
         callbacks = list(callbacks or [])

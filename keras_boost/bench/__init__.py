@@ -14,5 +14,6 @@ model = bench.residual_cnn(seed=0)
 ```
 """
 
+from keras_boost.bench.workloads import copy_weights
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn

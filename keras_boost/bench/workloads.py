@@ -173,6 +173,31 @@ def residual_cnn(
     return (model_cls or keras.Model)(inputs, outputs, **model_kwargs)
 
 
+def copy_weights(source, target):
+    """Copies the weights of `source` into `target`, layer by layer.
+
+    For two models built by `residual_cnn` with the same arguments. Layer by
+    layer rather than `target.set_weights(source.get_weights())` because a
+    `BoostModel` with loss scaling on holds two extra model-level weights
+    (the loss-scale state) that a plain `keras.Model` does not have.
+
+    Example:
+
+    ```python
+    plain = residual_cnn()
+    boosted = residual_cnn(model_cls=boost.BoostModel, loss_scale="dynamic")
+    copy_weights(plain, boosted)
+    ```
+    """
+    if len(source.layers) != len(target.layers):
+        raise ValueError(
+            f"Models {source.name!r} and {target.name!r} have different layers "
+            f"({len(source.layers)} vs {len(target.layers)})."
+        )
+    for source_layer, target_layer in zip(source.layers, target.layers):
+        target_layer.set_weights(source_layer.get_weights())
+
+
 def mnist_data(test_fraction=0.2, seed=0):
     """The embedded MNIST sample, as the benchmarks use it.
 

@@ -206,10 +206,10 @@ class FreezeOptimizer(OptimizerWrapper):
             # itself (skipped overflow steps included).
             self.inner_optimizer.apply(grads, trainable_variables)
             return
-        step = ops.cast(self.freeze_step.value, "int32")
-        self.freeze_step.assign_add(1)
         table = self._schedule_table()
+        step = ops.cast(self.freeze_step.value, "int32")
         depth = ops.take(ops.convert_to_tensor(table, "int32"), step % len(table))
+        self.freeze_step.assign_add(1)  # after the read: torch assigns in place
 
         def apply_group(d, grads, variables):
             self.inner_optimizer.apply(self._masked(grads, d), variables)
