@@ -307,7 +307,7 @@ class BoostModel(keras.Model):
 
         def train_step_at_depth(*args):
             self._boost_depth = depth
-            return BoostModel.train_step(self, *args)
+            return type(self).train_step(self, *args)
 
         object.__setattr__(self, "train_step", train_step_at_depth)
         try:

@@ -199,3 +199,20 @@ def test_multi_worker_fit_two_processes(tmp_path):
             w0[f"dynamic_final_{i}"], w0[f"single_final_{i}"], rtol=1e-5, atol=1e-6
         )
     np.testing.assert_allclose(w0["dynamic_history_loss"], w0["single_history_loss"], rtol=1e-5)
+
+
+# --- MirroredStrategy, gradient freezing ---------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["boost", "plain"])
+def test_mirrored_freezing_equals_single_device(mirrored_freeze, mode):
+    arrays = mirrored_freeze
+    np.testing.assert_allclose(arrays[f"{mode}_distributed"], arrays[f"{mode}_single"], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(arrays[f"{mode}_init"], arrays[f"{mode}_distributed"])
+
+
+@pytest.fixture(scope="module")
+def mirrored_freeze(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mirrored_freeze")
+    _run_script("mirrored_freeze.py", out, timeout=240)
+    return dict(np.load(out / "freeze.npz"))

@@ -1,0 +1,67 @@
+"""Gradient freezing under MirroredStrategy (4 logical CPUs) vs one device.
+
+Run in a fresh process: ``python mirrored_freeze.py OUT_DIR``; writes
+``OUT_DIR/freeze.npz`` with, for each mode, the weights after training
+distributed and on one device, and the weights before the run. Modes:
+
+- ``boost``: BoostModel drives the schedule (one compiled step per depth,
+  gradients of the trained group only);
+- ``plain``: keras.Model + FreezeOptimizer, which selects the group in a
+  cross-replica switch (legal under tf.distribute).
+"""
+
+import os
+import sys
+
+os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+N_REPLICAS = 4
+cpus = tf.config.list_physical_devices("CPU")
+tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * N_REPLICAS)
+
+import keras  # noqa: E402
+
+import keras_boost as boost  # noqa: E402
+
+SCHEDULE = [2, 0, 3, 1, 2, 0]
+
+
+def build(model_cls):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((4,))
+    h = inputs
+    for i in range(4):
+        h = keras.layers.Dense(6, activation="tanh", name=f"dense{i}")(h)
+    model = model_cls(inputs, keras.layers.Dense(2, name="head")(h))
+    groups = boost.GradientFreeze().split_parameters_groups(model, 5)
+    opt = boost.FreezeOptimizer(keras.optimizers.SGD(0.1, momentum=0.9), groups, SCHEDULE)
+    model.compile(optimizer=opt, loss="mse")
+    return model
+
+
+def main(out_dir):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(48, 4)).astype("float32")
+    y = rng.normal(size=(48, 2)).astype("float32")
+    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    strategy = tf.distribute.MirroredStrategy([f"/CPU:{i}" for i in range(N_REPLICAS)])
+    arrays = {}
+    for mode, model_cls in (("boost", boost.BoostModel), ("plain", keras.Model)):
+        with strategy.scope():
+            distributed = build(model_cls)
+        single = build(model_cls)
+        single.set_weights(distributed.get_weights())
+        arrays[f"{mode}_init"] = np.concatenate([w.ravel() for w in distributed.get_weights()])
+        for model in (distributed, single):
+            model.fit(data, epochs=1, shuffle=False, verbose=0)
+        arrays[f"{mode}_distributed"] = np.concatenate([w.ravel() for w in distributed.get_weights()])
+        arrays[f"{mode}_single"] = np.concatenate([w.ravel() for w in single.get_weights()])
+    np.savez(os.path.join(out_dir, "freeze.npz"), **arrays)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
