@@ -2,8 +2,12 @@
 
 - `keras_boost.bench.workloads`: the models and data the examples, tests and
   benchmarks share (`residual_cnn`, `mnist_data`).
+- `keras_boost.bench.harness` / `report` / `cli`: `keras-boost bench` (or
+  `python -m keras_boost.bench`), time to accuracy of every algorithm and
+  level against a tuned and a rescaled-shorter baseline.
 - `keras_boost.bench.overhead`: `python -m keras_boost.bench.overhead`
   measures the per-step cost of `BoostModel` against plain `keras.Model.fit`.
+- `keras_boost.bench.freeze`: step time per freeze depth.
 
 Example:
 
@@ -17,3 +21,4 @@ model = bench.residual_cnn(seed=0)
 from keras_boost.bench.workloads import copy_weights
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
+from keras_boost.bench.harness import Workload

@@ -41,7 +41,9 @@ def load_mnist_sample(test_fraction=0.2, seed=0, normalize=True):
     test_mask = np.zeros(len(labels), bool)
     test_mask[np.concatenate(test_idx)] = True
     train_idx = rng.permutation(np.flatnonzero(~test_mask))
-    test_idx = np.flatnonzero(test_mask)
+    # The source file is ordered by digit: shuffle the test split too, so
+    # that any prefix of it is a fair sample.
+    test_idx = rng.permutation(np.flatnonzero(test_mask))
     if normalize:
         images = (images.astype(np.float32) / 255.0)[..., None]
     return (images[train_idx], labels[train_idx]), (images[test_idx], labels[test_idx])

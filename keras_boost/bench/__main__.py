@@ -1,0 +1,3 @@
+from keras_boost.bench.cli import main
+
+main()

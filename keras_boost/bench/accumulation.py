@@ -1,0 +1,324 @@
+"""Gradient accumulation: memory, throughput and all-reduces, in one run.
+
+Three measurements, each in its own fresh subprocess (peak RSS only grows,
+and the logical devices of MirroredStrategy must be set before any TF op):
+
+1. `big`: `residual_cnn` (the shared workload, MNIST sample) trained with
+   SGD(momentum) on batches of 256.
+2. `accum`: the same model and samples, batches of 32 through
+   `boost.GradientAccumulation(SGD(momentum), 8)`: the same effective batch
+   and the same number of updates.
+   For both: the process's resident memory before training (model, data,
+   framework) and its peak during training (`ru_maxrss`), their difference
+   (what training adds: activations, gradients, optimizer state), and the
+   throughput in samples/s (median over timed epochs, after one warm-up
+   epoch that absorbs tracing/compilation).
+3. `mirrored` (TensorFlow): `tf.distribute.MirroredStrategy` over 4 logical
+   CPUs, global micro-batch 32, k = 8, against stock Keras with global batch
+   32. All-reduces are counted at run time on every replica, at the
+   optimizer's gradient all-reduce hook and at every
+   `ReplicaContext.all_reduce`; reported per update and per micro-step,
+   with the bytes of gradient communicated per update and per sample.
+
+The backend of 1-2 is `KERAS_BACKEND` (default tensorflow); 3 always runs
+on TensorFlow.
+
+Example:
+
+```shell
+python -m keras_boost.bench.accumulation                 # ~3-4 minutes on 2 CPU cores
+python -m keras_boost.bench.accumulation --quick --output acc.json
+```
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+K = 8
+MICRO = 32
+BIG = K * MICRO
+N_REPLICAS = 4
+_DEFAULTS = {"updates": 12, "epochs": 3}
+_QUICK = {"updates": 4, "epochs": 2}
+
+
+def _rss_mb():
+    """Current resident set size (MB), from /proc (Linux)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _peak_rss_mb():
+    import resource
+
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return peak / 1024
+
+
+# --- children ------------------------------------------------------------------
+
+
+def _child_single(mode, updates, epochs):
+    import keras
+    import numpy as np
+
+    import keras_boost as boost
+    from keras_boost.bench.workloads import mnist_data
+    from keras_boost.bench.workloads import residual_cnn
+
+    (x, y), _ = mnist_data()
+    n = updates * BIG
+    reps = -(-n // len(x))
+    x = np.concatenate([x] * reps)[:n]
+    y = np.concatenate([y] * reps)[:n]
+    model = residual_cnn(seed=0)
+    opt = keras.optimizers.SGD(0.05, momentum=0.9)
+    batch = BIG
+    if mode == "accum":
+        opt = boost.GradientAccumulation(opt, K)
+        batch = MICRO
+    model.compile(
+        optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
+    rss_before = _rss_mb()
+    peak_before = _peak_rss_mb()
+    times = []
+
+    class Timer(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.t = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            times.append(time.perf_counter() - self.t)
+
+    model.fit(x, y, batch_size=batch, epochs=epochs, shuffle=False, verbose=0,
+              callbacks=[Timer()])
+    timed = times[1:] or times
+    return {
+        "mode": mode,
+        "backend": keras.backend.backend(),
+        "batch_size": batch,
+        "max_accumulation_step": K if mode == "accum" else 1,
+        "samples_per_epoch": n,
+        "updates_per_epoch": updates,
+        "iterations": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
+        "epoch_seconds": times,
+        "samples_per_s": n / statistics.median(timed),
+        "rss_before_training_mb": rss_before,
+        "peak_rss_before_training_mb": peak_before,
+        "peak_rss_mb": _peak_rss_mb(),
+        "training_adds_mb": _peak_rss_mb() - rss_before,
+        "params": int(model.count_params()),
+    }
+
+
+def _child_mirrored(updates, epochs):
+    os.environ["KERAS_BACKEND"] = "tensorflow"
+    import tensorflow as tf
+
+    cpus = tf.config.list_physical_devices("CPU")
+    tf.config.set_logical_device_configuration(
+        cpus[0], [tf.config.LogicalDeviceConfiguration()] * N_REPLICAS
+    )
+    import keras
+    import numpy as np
+
+    import keras_boost as boost
+    from keras_boost.bench.workloads import mnist_data
+    from keras_boost.bench.workloads import residual_cnn
+
+    counters = {}
+    original_all_reduce = tf.distribute.ReplicaContext.all_reduce
+
+    def bump(name):
+        if name in counters:
+            counters[name].assign_add(1)
+
+    def counted_all_reduce(self, reduce_op, value, options=None):
+        bump("replica_ctx_all_reduce")
+        return original_all_reduce(self, reduce_op, value, options)
+
+    tf.distribute.ReplicaContext.all_reduce = counted_all_reduce
+
+    (x, y), _ = mnist_data()
+    n = updates * BIG
+    reps = -(-n // len(x))
+    x = np.concatenate([x] * reps)[:n]
+    y = np.concatenate([y] * reps)[:n]
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(MICRO)
+    strategy = tf.distribute.MirroredStrategy([f"/CPU:{i}" for i in range(N_REPLICAS)])
+    results = {}
+    for mode in ("stock", "accum"):
+        with strategy.scope():
+            model = residual_cnn(seed=0)
+            inner = keras.optimizers.SGD(0.05, momentum=0.9)
+            opt = boost.GradientAccumulation(inner, K) if mode == "accum" else inner
+            model.compile(
+                optimizer=opt,
+                loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            )
+            opt.build(model.trainable_variables)
+            counters.clear()
+            for name in ("gradient_all_reduce", "replica_ctx_all_reduce"):
+                counters[name] = keras.Variable(
+                    0, dtype="int32", trainable=False, aggregation="none", name=name
+                )
+            hook = inner._all_reduce_sum_gradients
+
+            def counted(grads_and_vars, hook=hook):
+                bump("gradient_all_reduce")
+                return hook(grads_and_vars)
+
+            inner._all_reduce_sum_gradients = counted
+        times = []
+
+        class Timer(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.t = time.perf_counter()
+
+            def on_epoch_end(self, epoch, logs=None):
+                times.append(time.perf_counter() - self.t)
+
+        model.fit(ds, epochs=epochs, verbose=0, callbacks=[Timer()])
+        micro_steps = epochs * (n // MICRO)
+        update_count = int(inner.iterations.numpy())
+        counts = {
+            name: [int(t.numpy()) for t in strategy.experimental_local_results(v.value)]
+            for name, v in counters.items()
+        }
+        grad_bytes = sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)
+        timed = times[1:] or times
+        results[mode] = {
+            "global_micro_batch": MICRO,
+            "max_accumulation_step": K if mode == "accum" else 1,
+            "micro_steps": micro_steps,
+            "updates": update_count,
+            "all_reduce_counts_per_replica": counts,
+            "gradient_all_reduces_per_update": counts["gradient_all_reduce"][0] / update_count,
+            "gradient_all_reduces_per_micro_step": counts["gradient_all_reduce"][0] / micro_steps,
+            "all_reduced_bytes_per_replica": counts["gradient_all_reduce"][0] * grad_bytes,
+            "all_reduced_bytes_per_sample": counts["gradient_all_reduce"][0]
+            * grad_bytes / (micro_steps * MICRO),
+            "epoch_seconds": times,
+            "samples_per_s": n / statistics.median(timed),
+        }
+    return {"n_replicas": N_REPLICAS, "gradient_bytes": grad_bytes, **results}
+
+
+# --- driver ---------------------------------------------------------------------
+
+
+def _spawn(args, env_extra=None):
+    env = dict(os.environ)
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    env.update(env_extra or {})
+    proc = subprocess.run(
+        [sys.executable, "-m", "keras_boost.bench.accumulation", *args],
+        env=env, capture_output=True, text=True,
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(
+            f"benchmark child {args} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
+        )
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _machine():
+    import keras
+
+    info = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "keras": keras.__version__,
+        "backend": os.environ.get("KERAS_BACKEND", "tensorflow"),
+    }
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    info["cpu"] = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return info
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_boost.bench.accumulation",
+        description="k=8 micro-batches of 32 vs one batch of 256: memory, "
+        "throughput, and all-reduces per update under MirroredStrategy.",
+    )
+    parser.add_argument("--updates", type=int, help="updates per epoch (default 12; quick 4)")
+    parser.add_argument("--epochs", type=int, help="epochs, the first is warm-up (default 3; quick 2)")
+    parser.add_argument("--quick", action="store_true", help="a ~1-2 minute smoke run")
+    parser.add_argument("--skip-mirrored", action="store_true", help="skip part 3")
+    parser.add_argument("--output", help="also write the results as JSON to this path")
+    parser.add_argument("--child", choices=("big", "accum", "mirrored"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    presets = _QUICK if args.quick else _DEFAULTS
+    for name, value in presets.items():
+        if getattr(args, name) is None:
+            setattr(args, name, value)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.child == "mirrored":
+        print(json.dumps(_child_mirrored(args.updates, args.epochs)))
+        return None
+    if args.child:
+        print(json.dumps(_child_single(args.child, args.updates, args.epochs)))
+        return None
+
+    common = ["--updates", str(args.updates), "--epochs", str(args.epochs)]
+    results = {"machine": _machine(), "k": K, "micro_batch": MICRO, "big_batch": BIG}
+    for mode in ("big", "accum"):
+        print(f"running {mode} ...", file=sys.stderr, flush=True)
+        results[mode] = _spawn(["--child", mode, *common])
+    big, acc = results["big"], results["accum"]
+    results["summary"] = {
+        "training_memory_ratio_accum_over_big": acc["training_adds_mb"] / big["training_adds_mb"],
+        "peak_rss_ratio_accum_over_big": acc["peak_rss_mb"] / big["peak_rss_mb"],
+        "throughput_ratio_accum_over_big": acc["samples_per_s"] / big["samples_per_s"],
+    }
+    if not args.skip_mirrored:
+        print("running mirrored ...", file=sys.stderr, flush=True)
+        results["mirrored"] = _spawn(
+            ["--child", "mirrored", *common], {"KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}
+        )
+        m = results["mirrored"]
+        results["summary"].update(
+            mirrored_gradient_all_reduces_per_update_accum=m["accum"]["gradient_all_reduces_per_update"],
+            mirrored_gradient_all_reduces_per_micro_step_accum=m["accum"]["gradient_all_reduces_per_micro_step"],
+            mirrored_gradient_all_reduces_per_micro_step_stock=m["stock"]["gradient_all_reduces_per_micro_step"],
+            mirrored_throughput_ratio_accum_over_stock=m["accum"]["samples_per_s"]
+            / m["stock"]["samples_per_s"],
+        )
+    text = json.dumps(results, indent=1)
+    print(text)
+    if args.output:
+        with open(args.output, "w") as f:
+            f.write(text + "\n")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,187 @@
+"""LessBN benchmark: step time with and without LessBN, and time to accuracy.
+
+Two workloads, each trained as the original model ("baseline") and as
+`LessBN(model, fn_flag=True)` compiled with `GradientCentralization` (what
+the less_bn part of level O1 does: "less_bn"):
+
+- `residual_cnn`: the quickstart CNN on the embedded MNIST sample, batch 64;
+- `resnet50`: `keras.applications.ResNet50(weights=None)` on random 64x64x3
+  images, 10 classes, batch 16.
+
+Step time: each model is warmed up (compilation excluded), then each repeat
+runs one `fit` epoch of `--steps` batches per variant, timed from
+`on_epoch_begin` to `on_epoch_end`; variants are interleaved and their order
+alternates between repeats. Reported: median seconds per step, the
+per-repeat ratio less_bn/baseline (median, min, max).
+
+Time to accuracy (`--accuracy`): the quickstart CNN on MNIST, SGD(0.05,
+momentum 0.9), from the same initial weights and batch order, evaluated on
+the test split after each epoch; reports the training time until the test
+accuracy first reaches `--target`, and the final accuracy.
+
+Example:
+
+```shell
+KERAS_BACKEND=tensorflow python -m keras_boost.bench.less_bn --output less_bn_tf.json
+KERAS_BACKEND=jax python -m keras_boost.bench.less_bn --quick
+```
+"""
+
+import argparse
+import gc
+import json
+import statistics
+import time
+import warnings
+
+import keras
+import numpy as np
+
+import keras_boost as boost
+from keras_boost.bench.overhead import environment
+from keras_boost.bench.workloads import mnist_data
+from keras_boost.bench.workloads import residual_cnn
+
+SEED = 1234
+VARIANTS = ("baseline", "less_bn")
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--workloads", default="residual_cnn,resnet50")
+    parser.add_argument("--steps", type=int, default=30, help="timed steps per repeat")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--accuracy", action="store_true", help="also run time to accuracy")
+    parser.add_argument("--epochs", type=int, default=6, help="epochs of the accuracy run")
+    parser.add_argument("--target", type=float, default=0.97, help="target test accuracy")
+    parser.add_argument("--quick", action="store_true", help="few steps, 2 repeats")
+    parser.add_argument("--output", default=None, help="write the results as JSON here")
+    return parser.parse_args(argv)
+
+
+class EpochTimer(keras.callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds = time.perf_counter() - self.start
+
+
+def build_workload(name):
+    """`(model, x, y, batch_size)` for one workload."""
+    keras.utils.set_random_seed(SEED)
+    if name == "residual_cnn":
+        (x, y), _ = mnist_data()
+        return residual_cnn(seed=SEED), x, y, 64
+    if name == "resnet50":
+        model = keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3), classes=10,
+                                            classifier_activation=None)
+        rng = np.random.default_rng(SEED)
+        x = rng.random((16 * 8, 64, 64, 3), dtype=np.float32)
+        y = rng.integers(0, 10, len(x)).astype("int32")
+        return model, x, y, 16
+    raise ValueError(f"Unknown workload {name!r}; valid: 'residual_cnn', 'resnet50'.")
+
+
+def variant(model, name, lr=0.05):
+    """The model and optimizer of one variant, compiled."""
+    optimizer = keras.optimizers.SGD(lr, momentum=0.9)
+    if name == "less_bn":
+        model = boost.LessBN(model, fn_flag=True)
+        optimizer = boost.GradientCentralization(optimizer)
+    model.compile(optimizer=optimizer, metrics=["accuracy"],
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def _take(x, y, steps, batch_size, offset=0):
+    n = steps * batch_size
+    idx = (np.arange(n) + offset) % len(x)
+    return x[idx], y[idx]
+
+
+def step_times(workload, steps, repeats):
+    base, x, y, batch_size = build_workload(workload)
+    models = {v: variant(base, v) for v in VARIANTS}
+    removed = models["less_bn"].less_bn_report.num_removed
+    for model in models.values():  # warm-up: compilation excluded
+        wx, wy = _take(x, y, 3, batch_size)
+        model.fit(wx, wy, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
+    per_step = {v: [] for v in VARIANTS}
+    for r in range(repeats):
+        order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
+        for v in order:
+            rx, ry = _take(x, y, steps, batch_size, offset=r * steps * batch_size)
+            timer = EpochTimer()
+            gc.collect()
+            models[v].fit(rx, ry, batch_size=batch_size, epochs=1, shuffle=False, verbose=0,
+                          callbacks=[timer])
+            per_step[v].append(timer.seconds / steps)
+    ratios = [a / b for a, b in zip(per_step["less_bn"], per_step["baseline"])]
+    return {
+        "workload": workload,
+        "batch_size": batch_size,
+        "steps": steps,
+        "repeats": repeats,
+        "bn_removed": removed,
+        "bn_total": models["less_bn"].less_bn_report.num_bn,
+        "seconds_per_step": per_step,
+        "median_seconds_per_step": {v: statistics.median(t) for v, t in per_step.items()},
+        "ratio_median": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+    }
+
+
+def time_to_accuracy(epochs, target):
+    (x, y), (x_test, y_test) = mnist_data()
+    results = {}
+    for v in VARIANTS:
+        model = variant(residual_cnn(seed=SEED), v)
+        keras.utils.set_random_seed(SEED)
+        elapsed, history, reached = 0.0, [], None
+        for epoch in range(epochs):
+            start = time.perf_counter()
+            model.fit(x, y, batch_size=64, epochs=1, verbose=0)
+            elapsed += time.perf_counter() - start  # first epoch includes compilation
+            _, acc = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
+            history.append({"epoch": epoch + 1, "train_seconds": elapsed, "test_accuracy": acc})
+            if reached is None and acc >= target:
+                reached = elapsed
+        results[v] = {"history": history, "seconds_to_target": reached,
+                      "final_accuracy": history[-1]["test_accuracy"]}
+    return {"target": target, "epochs": epochs, "results": results}
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.quick:
+        args.steps, args.repeats = 5, 2
+    warnings.filterwarnings("ignore", category=UserWarning)
+    out = {"environment": environment(), "step_time": []}
+    for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
+        result = step_times(workload, args.steps, args.repeats)
+        out["step_time"].append(result)
+        med = result["median_seconds_per_step"]
+        print(
+            f"{workload}: BN removed {result['bn_removed']}/{result['bn_total']}; "
+            f"s/step baseline {med['baseline']:.4f}, less_bn {med['less_bn']:.4f}; "
+            f"ratio median {result['ratio_median']:.3f} "
+            f"[{result['ratio_min']:.3f}, {result['ratio_max']:.3f}] over {args.repeats} repeats",
+            flush=True,
+        )
+    if args.accuracy:
+        acc = time_to_accuracy(args.epochs, args.target)
+        out["time_to_accuracy"] = acc
+        for v, r in acc["results"].items():
+            curve = ", ".join(f"{h['test_accuracy']:.3f}@{h['train_seconds']:.1f}s" for h in r["history"])
+            print(f"accuracy {v}: to {acc['target']}: {r['seconds_to_target']} s; final "
+                  f"{r['final_accuracy']:.4f}; {curve}", flush=True)
+    if args.output:
+        with open(args.output, "w") as f:
+            json.dump(out, f, indent=2)
+    return out
+
+
+if __name__ == "__main__":
+    main()
