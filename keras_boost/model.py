@@ -280,18 +280,19 @@ class BoostModel(keras.Model):
         return self._boost_make_freeze_dispatch(freeze)
 
     def _boost_make_freeze_dispatch(self, freeze):
-        """One compiled train function per freeze depth, built on first use and
-        cached; the host-side schedule picks one per step (no retracing)."""
-        compiled = {}
+        """One train function per freeze depth; the host-side schedule picks
+        one per step (no retracing).
+
+        All are created here, before `fit` starts (on JAX, `fit` then takes
+        the variables' values into its state); each is traced on first use.
+        """
+        compiled = [self._boost_compile_at_depth(d) for d in range(freeze.group_count)]
         self._boost_step = int(keras.ops.convert_to_numpy(freeze.freeze_step))
 
         def train_function(*args):
             depth = freeze.depth_at(self._boost_step)
             self._boost_step += 1
             self._boost_depth = depth
-            if depth not in compiled:
-                compiled[depth] = self._boost_compile_at_depth(depth)
-                self.train_function = train_function
             return compiled[depth](*args)
 
         self.train_function = train_function
