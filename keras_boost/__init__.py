@@ -8,14 +8,18 @@ model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1), "O0"), loss=...)
 
 from keras_boost import config
 from keras_boost import datasets
+from keras_boost import layers
 from keras_boost import ops
+from keras_boost import surgery
 from keras_boost.auto_boost import AutoBoost
 from keras_boost.auto_boost import wrap
 from keras_boost.errors import NoEffectWarning
 from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
+from keras_boost.surgery import LessBN
 from keras_boost.model import BoostModel
 from keras_boost.optimizers import BoostOptimizer
+from keras_boost.optimizers import GradientCentralization
 from keras_boost.optimizers import FlushGradientAccumulation
 from keras_boost.optimizers import FreezeOpt
 from keras_boost.optimizers import FreezeOptimizer

@@ -16,7 +16,7 @@ from keras_boost.errors import not_implemented
 
 # Algorithms that exist in this version. An enabled algorithm outside this set
 # raises NotImplementedError where it is requested, never a silent no-op.
-IMPLEMENTED = frozenset({"grad_accumulation", "grad_freeze"})
+IMPLEMENTED = frozenset({"grad_accumulation", "grad_freeze", "less_bn"})
 
 
 def check_implemented(config):
@@ -80,16 +80,85 @@ class AutoBoost:
         validated before anything is built, so nothing is half-applied.
         """
         check_model(model)
+        from keras_boost.optimizers.base import check_optimizer
         from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 
+        check_optimizer(optimizer)
+        check_implemented(self._config)
+        if self._config["boost"]["less_bn"]:
+            # LessBN (with the config's fn_flag); gc_flag adds
+            # GradientCentralization innermost in BoostOptimizer's chain.
+            original = model
+            model = _less_bn(model, self._config["less_bn"]["fn_flag"])
+            if model is not original:
+                optimizer = _optimizer_for(optimizer, original, model)
+            from keras_boost.optimizers.centralization import exclude_grouped_kernels
+
+            exclude_grouped_kernels(model)
         optimizer = BoostOptimizer(optimizer, self._level, self._config)
         return model, optimizer
 
     def network_auto_process_eval(self, model):
-        """Returns the inference model matching `network_auto_process_train`."""
+        """Returns the inference model matching `network_auto_process_train`.
+
+        With less_bn on: a model that already came out of LessBN (e.g. the
+        one `network_auto_process_train` returned) is returned as is; any
+        other model gets `LessBN(model, fn_flag)` with the config's `fn_flag`,
+        so its layers (and weights) line up with the training model's.
+        (MindSpore passes `fn_flag=False` here because its head swap happened
+        in place on the shared backbone; Keras surgery makes a new model.)
+        """
         check_model(model)
         check_implemented(self._config)
+        if self._config["boost"]["less_bn"]:
+            from keras_boost.surgery.less_bn import REPORT_ATTR
+
+            if getattr(model, REPORT_ATTR, None) is None:
+                model = _less_bn(model, self._config["less_bn"]["fn_flag"])
         return model
+
+
+def _less_bn(model, fn_flag):
+    from keras_boost.surgery.less_bn import LessBN
+
+    try:
+        return LessBN(model, fn_flag=fn_flag)
+    except TypeError as error:
+        raise TypeError(
+            f"{error} Or switch LessBN off: "
+            '{"boost": {"mode": "manual", "less_bn": false}}.'
+        ) from error
+
+
+def _optimizer_for(optimizer, old_model, new_model):
+    """The user's optimizer, ready for `new_model`'s variables.
+
+    Keras optimizers build lazily, so an unbuilt optimizer is used as is. A
+    built one holds state for the old variables: it is re-created from its
+    config (its state is not carried over, as in MindSpore, which always
+    builds a new optimizer here). Weight-decay exclusions given as variables
+    are mapped to the new model's variables by path.
+    """
+    if optimizer.built:
+        import warnings
+
+        warnings.warn(
+            f"The optimizer {optimizer.name!r} was already built (it holds state for the "
+            "original model's variables); LessBN made a new model, so it is re-created from "
+            "its config and starts with fresh state.",
+            UserWarning,
+            stacklevel=3,
+        )
+        optimizer = keras.optimizers.deserialize(keras.optimizers.serialize(optimizer))
+    excluded = getattr(optimizer, "_exclude_from_weight_decay", None)
+    if excluded:
+        key = optimizer._var_key  # id(variable), or the tf.Variable's id on TF
+        paths = {v.path for v in old_model.variables if key(v) in excluded}
+        optimizer._exclude_from_weight_decay = set(excluded) | {
+            key(v) for v in new_model.variables if v.path in paths
+        }
+        optimizer._exclude_from_weight_decay_cache = dict()
+    return optimizer
 
 
 def check_model(model, where="model"):
@@ -123,4 +192,18 @@ def wrap(optimizer, level="O0", boost_config_dict=None):
     """
     from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 
-    return BoostOptimizer(optimizer, level, boost_config_dict)
+    optimizer = BoostOptimizer(optimizer, level, boost_config_dict)
+    if optimizer.boost_config["boost"]["less_bn"]:
+        import warnings
+
+        from keras_boost.errors import NoEffectWarning
+
+        warnings.warn(
+            "less_bn is on, but wrap() only sees the optimizer: gradient centralization "
+            "(gc_flag) applies, the BatchNormalization removal does not. Use "
+            "AutoBoost(level, config).network_auto_process_train(model, optimizer) or "
+            "boost.LessBN(model) for the model surgery.",
+            NoEffectWarning,
+            stacklevel=2,
+        )
+    return optimizer

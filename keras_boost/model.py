@@ -23,7 +23,9 @@ from keras_boost import backend as kb_backend
 from keras_boost import ops as kb_ops
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
+from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.optimizers.accumulation import find_gradient_accumulation
 from keras_boost.optimizers.freeze import FreezeOptimizer
 
 
@@ -207,12 +209,7 @@ class BoostModel(keras.Model):
 
     def _boost_freeze_optimizer(self):
         """The FreezeOptimizer in the optimizer chain, or None."""
-        optimizer = getattr(self, "optimizer", None)
-        while optimizer is not None:
-            if isinstance(optimizer, FreezeOptimizer):
-                return optimizer
-            optimizer = getattr(optimizer, "inner_optimizer", None)
-        return None
+        return find_in_chain(getattr(self, "optimizer", None), FreezeOptimizer)
 
     def _boost_freeze_counter(self):
         freeze = self._boost_freeze_optimizer()
@@ -288,9 +285,14 @@ class BoostModel(keras.Model):
         """
         compiled = [self._boost_compile_at_depth(d) for d in range(freeze.group_count)]
         self._boost_step = int(keras.ops.convert_to_numpy(freeze.freeze_step))
+        # With accumulation, a window of k micro-steps is one update: the
+        # schedule advances per window, so every micro-step of a window
+        # trains the same group.
+        accumulation = find_gradient_accumulation(self.optimizer)
+        steps_per_update = accumulation.max_accumulation_step if accumulation else 1
 
         def train_function(*args):
-            depth = freeze.depth_at(self._boost_step)
+            depth = freeze.depth_at(self._boost_step // steps_per_update)
             self._boost_step += 1
             self._boost_depth = depth
             return compiled[depth](*args)

@@ -230,3 +230,19 @@ def test_auto_boost_o1_freeze_chain():
     new_model, opt = boost.AutoBoost("O1", config).network_auto_process_train(model, keras.optimizers.SGD())
     assert new_model is model
     assert isinstance(opt.inner_optimizer, boost.FreezeOptimizer)
+
+
+def test_freezing_with_accumulation_keeps_one_depth_per_window():
+    model = boost.BoostModel(*deep_graph())
+    groups = boost.GradientFreeze().split_parameters_groups(model, 5)
+    sgd = keras.optimizers.SGD(0.1)
+    opt = boost.GradientAccumulation(boost.FreezeOptimizer(sgd, groups, [3, 0]), 2)
+    model.compile(optimizer=opt, loss="mse")
+    x, y = regression_data(n=8)
+    start = to_numpy(model.trainable_variables)
+    depths = [model.train_on_batch(x, y, return_dict=True)["freeze_depth"] for _ in range(2)]
+    assert depths == [3, 3] and int(sgd.iterations) == 1
+    trained = {v.path for v in groups[3]}
+    assert moved(start, to_numpy(model.trainable_variables)) == [v.path in trained for v in model.trainable_variables]
+    depths = [model.train_on_batch(x, y, return_dict=True)["freeze_depth"] for _ in range(2)]
+    assert depths == [0, 0] and int(sgd.iterations) == 2

@@ -1,5 +1,7 @@
 """boost.wrap / BoostOptimizer / AutoBoost on Keras objects."""
 
+import contextlib
+
 import keras
 import numpy as np
 import pytest
@@ -69,20 +71,27 @@ def test_wrap_bad_level():
         boost.wrap(keras.optimizers.SGD(), "O9")
 
 
-@pytest.mark.parametrize("level, names", [("O1", "'less_bn', 'grad_freeze'"), ("O2", "'less_bn', 'grad_freeze', 'adasum'")])
-def test_unimplemented_algorithms_raise_not_implemented(level, names):
-    with pytest.raises(NotImplementedError, match=names):
-        boost.wrap(keras.optimizers.SGD(), level)
-    with pytest.raises(NotImplementedError, match=names):
-        boost.BoostModel(*dense_graph(), boost_level=level)
+@pytest.mark.parametrize(
+    "level, config, names",
+    [("O2", None, "'adasum'"),
+     ("O0", {"boost": {"mode": "enable_all"}}, "'adasum', 'dim_reduce', 'loss_scale_group'")],
+)
+def test_unimplemented_algorithms_raise_not_implemented(level, config, names):
+    with pytest.warns(boost.config.BoostConfigWarning) if config else contextlib.nullcontext():
+        with pytest.raises(NotImplementedError, match=names):
+            boost.wrap(keras.optimizers.SGD(), level, config)
+    with pytest.warns(boost.config.BoostConfigWarning) if config else contextlib.nullcontext():
+        with pytest.raises(NotImplementedError, match=names):
+            boost.BoostModel(*dense_graph(), boost_level=level, boost_config_dict=config)
     model = keras.Model(*dense_graph())
-    with pytest.raises(NotImplementedError, match=names):
-        boost.AutoBoost(level).network_auto_process_train(model, keras.optimizers.SGD())
+    with pytest.warns(boost.config.BoostConfigWarning) if config else contextlib.nullcontext():
+        with pytest.raises(NotImplementedError, match=names):
+            boost.AutoBoost(level, config).network_auto_process_train(model, keras.optimizers.SGD())
 
 
 def test_manual_mode_can_switch_unimplemented_algorithms_off():
-    opt = boost.wrap(keras.optimizers.SGD(), "O1", {"boost": {"mode": "manual", "less_bn": False, "grad_freeze": False}})
-    assert opt.boost_level == "O1" and not any(
+    opt = boost.wrap(keras.optimizers.SGD(), "O2", {"boost": {"mode": "manual", "adasum": False, "less_bn": False, "grad_freeze": False}})
+    assert opt.boost_level == "O2" and not any(
         v for k, v in opt.boost_config["boost"].items() if k != "mode"
     )
 

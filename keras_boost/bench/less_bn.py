@@ -17,7 +17,9 @@ per-repeat ratio less_bn/baseline (median, min, max).
 Time to accuracy (`--accuracy`): the quickstart CNN on MNIST, SGD(0.05,
 momentum 0.9), from the same initial weights and batch order, evaluated on
 the test split after each epoch; reports the training time until the test
-accuracy first reaches `--target`, and the final accuracy.
+accuracy first reaches `--target`, and the final accuracy. A third variant,
+"less_bn_no_fn" (BN removal and GC, the original Dense head), separates the
+BN removal from the NormalizedDense head.
 
 Example:
 
@@ -44,16 +46,20 @@ from keras_boost.bench.workloads import residual_cnn
 
 SEED = 1234
 VARIANTS = ("baseline", "less_bn")
+# The accuracy run also trains LessBN without the NormalizedDense head, to
+# separate the BN removal from the head.
+ACCURACY_VARIANTS = ("baseline", "less_bn", "less_bn_no_fn")
 
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--workloads", default="residual_cnn,resnet50")
+    parser.add_argument("--workloads", default="residual_cnn,resnet50",
+                        help="comma-separated; empty: no step-time run")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--accuracy", action="store_true", help="also run time to accuracy")
-    parser.add_argument("--epochs", type=int, default=6, help="epochs of the accuracy run")
-    parser.add_argument("--target", type=float, default=0.97, help="target test accuracy")
+    parser.add_argument("--epochs", type=int, default=8, help="epochs of the accuracy run")
+    parser.add_argument("--target", type=float, default=0.93, help="target test accuracy")
     parser.add_argument("--quick", action="store_true", help="few steps, 2 repeats")
     parser.add_argument("--output", default=None, help="write the results as JSON here")
     return parser.parse_args(argv)
@@ -86,8 +92,8 @@ def build_workload(name):
 def variant(model, name, lr=0.05):
     """The model and optimizer of one variant, compiled."""
     optimizer = keras.optimizers.SGD(lr, momentum=0.9)
-    if name == "less_bn":
-        model = boost.LessBN(model, fn_flag=True)
+    if name in ("less_bn", "less_bn_no_fn"):
+        model = boost.LessBN(model, fn_flag=name == "less_bn")
         optimizer = boost.GradientCentralization(optimizer)
     model.compile(optimizer=optimizer, metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -135,21 +141,35 @@ def step_times(workload, steps, repeats):
 
 def time_to_accuracy(epochs, target):
     (x, y), (x_test, y_test) = mnist_data()
+    # Absorb the process's one-off backend start-up, so that it does not land
+    # on whichever variant runs first.
+    variant(residual_cnn(seed=SEED), "baseline").fit(x[:64], y[:64], batch_size=64, verbose=0)
     results = {}
-    for v in VARIANTS:
+    for v in ACCURACY_VARIANTS:
         model = variant(residual_cnn(seed=SEED), v)
         keras.utils.set_random_seed(SEED)
-        elapsed, history, reached = 0.0, [], None
+        history = []
         for epoch in range(epochs):
             start = time.perf_counter()
             model.fit(x, y, batch_size=64, epochs=1, verbose=0)
-            elapsed += time.perf_counter() - start  # first epoch includes compilation
+            seconds = time.perf_counter() - start  # the first epoch includes compilation
             _, acc = model.evaluate(x_test, y_test, batch_size=256, verbose=0)
-            history.append({"epoch": epoch + 1, "train_seconds": elapsed, "test_accuracy": acc})
-            if reached is None and acc >= target:
-                reached = elapsed
+            history.append({"epoch": epoch + 1, "epoch_seconds": seconds, "test_accuracy": acc})
+        # "steady": the first epoch counted at the median of the others (no compilation).
+        steady_epoch = statistics.median(h["epoch_seconds"] for h in history[1:]) if epochs > 1 else None
+        wall = steady = 0.0
+        reached = reached_steady = epoch_reached = None
+        for h in history:
+            wall += h["epoch_seconds"]
+            steady += steady_epoch if (h["epoch"] == 1 and steady_epoch) else h["epoch_seconds"]
+            h["train_seconds"] = wall
+            if reached is None and h["test_accuracy"] >= target:
+                reached, reached_steady, epoch_reached = wall, steady, h["epoch"]
         results[v] = {"history": history, "seconds_to_target": reached,
-                      "final_accuracy": history[-1]["test_accuracy"]}
+                      "steady_seconds_to_target": reached_steady, "epochs_to_target": epoch_reached,
+                      "steady_seconds_per_epoch": steady_epoch,
+                      "final_accuracy": history[-1]["test_accuracy"],
+                      "best_accuracy": max(h["test_accuracy"] for h in history)}
     return {"target": target, "epochs": epochs, "results": results}
 
 
@@ -175,8 +195,10 @@ def main(argv=None):
         out["time_to_accuracy"] = acc
         for v, r in acc["results"].items():
             curve = ", ".join(f"{h['test_accuracy']:.3f}@{h['train_seconds']:.1f}s" for h in r["history"])
-            print(f"accuracy {v}: to {acc['target']}: {r['seconds_to_target']} s; final "
-                  f"{r['final_accuracy']:.4f}; {curve}", flush=True)
+            print(f"accuracy {v}: to {acc['target']}: epoch {r['epochs_to_target']}, "
+                  f"{r['seconds_to_target']} s wall, {r['steady_seconds_to_target']} s steady; "
+                  f"{r['steady_seconds_per_epoch']:.2f} s/epoch; final {r['final_accuracy']:.4f}, "
+                  f"best {r['best_accuracy']:.4f}; {curve}", flush=True)
     if args.output:
         with open(args.output, "w") as f:
             json.dump(out, f, indent=2)

@@ -1,5 +1,7 @@
 """Pure math of keras_boost, in `keras.ops`, testable against NumPy."""
 
+from keras_boost.ops.centralize import centralize
+from keras_boost.ops.centralize import gc_applies
 from keras_boost.ops.loss_scale import all_finite
 from keras_boost.ops.loss_scale import unscale
 from keras_boost.ops.loss_scale import update_loss_scale

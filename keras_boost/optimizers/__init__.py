@@ -6,3 +6,6 @@ from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.freeze import FreezeOpt
 from keras_boost.optimizers.freeze import FreezeOptimizer
+from keras_boost.optimizers.centralization import GradientCentralization
+from keras_boost.optimizers.centralization import exclude_grouped_kernels
+from keras_boost.optimizers.centralization import should_centralize

@@ -22,25 +22,19 @@ cannot run under `MirroredStrategy` (keras#20582); see
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_boost import backend as kb_backend
 from keras_boost.optimizers.base import OptimizerWrapper
+from keras_boost.optimizers.base import find_in_chain
+from keras_boost.optimizers.base import optimizer_chain
 from keras_boost.optimizers.base import check_optimizer
 
 
 def _check_steps(max_accumulation_step):
-    if isinstance(max_accumulation_step, bool) or not isinstance(
-        max_accumulation_step, int
-    ):
-        # NumPy integers are fine, as long as they are integral.
-        try:
-            import numpy as np
-
-            if isinstance(max_accumulation_step, np.integer):
-                max_accumulation_step = int(max_accumulation_step)
-        except ImportError:  # pragma: no cover
-            pass
+    if isinstance(max_accumulation_step, np.integer):
+        max_accumulation_step = int(max_accumulation_step)
     if isinstance(max_accumulation_step, bool) or not isinstance(
         max_accumulation_step, int
     ):
@@ -55,15 +49,6 @@ def _check_steps(max_accumulation_step):
             f"micro-batches averaged into one update), got {max_accumulation_step}."
         )
     return max_accumulation_step
-
-
-def _chain(optimizer):
-    """`optimizer` and every optimizer it wraps, outermost first."""
-    seen = []
-    while optimizer is not None and optimizer not in seen:
-        seen.append(optimizer)
-        optimizer = getattr(optimizer, "inner_optimizer", None)
-    return seen
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")
@@ -99,7 +84,9 @@ class GradientAccumulation(OptimizerWrapper):
     k, whatever the epoch length. To apply a partial window at the end of
     training, call `flush()` (or pass the `FlushGradientAccumulation`
     callback to `fit`): it applies the mean over the m < k accumulated
-    micro-batches (divisor m, never k), as one update.
+    micro-batches (divisor m, never k), as one update. Under
+    MirroredStrategy a mid-window save keeps the sum of the replicas'
+    partial sums, so resuming (also on another replica count) is exact.
 
     Loss scaling: inside `BoostModel` with dynamic loss scaling, a micro-step
     whose gradients overflow skips the whole `apply`, so it does not enter
@@ -140,7 +127,7 @@ class GradientAccumulation(OptimizerWrapper):
     def __init__(self, optimizer, max_accumulation_step, name=None, **kwargs):
         check_optimizer(optimizer, where="GradientAccumulation's optimizer")
         max_accumulation_step = _check_steps(max_accumulation_step)
-        for inner in _chain(optimizer):
+        for inner in optimizer_chain(optimizer):
             steps = getattr(inner, "gradient_accumulation_steps", None)
             if steps:
                 raise ValueError(
@@ -302,6 +289,49 @@ class GradientAccumulation(OptimizerWrapper):
             kb_backend.current().apply(self._apply_window, (variables,))
         return True
 
+    # --- saving ------------------------------------------------------------
+    # Under tf.distribute each replica holds its own partial sum; saving the
+    # first replica's copy (what Keras saves) would lose the others'. Saved:
+    # the sum over replicas (the window's global gradient sum, which does not
+    # depend on the replica count, as Keras pre-scales losses by
+    # 1/replicas); loaded: that sum divided by the current replica count on
+    # every replica, so the next update's all-reduce SUM gives it back.
+    # MultiWorkerMirroredStrategy: only the local worker's replicas are
+    # summed; flush() before a mid-window save there.
+
+    @staticmethod
+    def _replicas(variable):
+        value = getattr(variable, "value", variable)
+        strategy = getattr(value, "_distribute_strategy", None)
+        if strategy is None or strategy.num_replicas_in_sync == 1:
+            return None, 1
+        return strategy, strategy.num_replicas_in_sync
+
+    def save_own_variables(self, store):
+        # As the base class (one entry per variable; the store cannot be
+        # overwritten), with the accumulators summed over replicas.
+        accumulators = {id(a) for a in getattr(self, "_accumulators", ())}
+        for i, variable in enumerate(self.variables):
+            strategy, _ = self._replicas(variable)
+            if id(variable) in accumulators and strategy is not None:
+                copies = [
+                    ops.convert_to_numpy(c)
+                    for c in strategy.experimental_local_results(variable.value)
+                ]
+                store[str(i)] = sum(copies).astype(copies[0].dtype)
+            else:
+                store[str(i)] = variable.numpy()
+
+    def load_own_variables(self, store):
+        super().load_own_variables(store)
+        if not self.built or len(store.keys()) != len(self.variables):
+            return
+        position = {id(v): i for i, v in enumerate(self.variables)}
+        for acc in self._accumulators:
+            _, n = self._replicas(acc)
+            if n > 1:
+                acc.assign(store[str(position[id(acc)])] / n)
+
     # --- serialization -----------------------------------------------------
 
     def get_config(self):
@@ -312,10 +342,7 @@ class GradientAccumulation(OptimizerWrapper):
 
 def find_gradient_accumulation(optimizer):
     """The `GradientAccumulation` in an optimizer chain, or None."""
-    for opt in _chain(optimizer):
-        if isinstance(opt, GradientAccumulation):
-            return opt
-    return None
+    return find_in_chain(optimizer, GradientAccumulation)
 
 
 class FlushGradientAccumulation(keras.callbacks.Callback):

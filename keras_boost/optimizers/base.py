@@ -154,3 +154,17 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
             config["optimizer"], custom_objects=custom_objects
         )
         return cls(**config)
+
+
+def optimizer_chain(optimizer):
+    """`optimizer` and every optimizer it wraps, outermost first."""
+    chain = []
+    while optimizer is not None and all(optimizer is not o for o in chain):
+        chain.append(optimizer)
+        optimizer = getattr(optimizer, "inner_optimizer", None)
+    return chain
+
+
+def find_in_chain(optimizer, cls):
+    """The first optimizer of type `cls` in `optimizer`'s chain, or None."""
+    return next((o for o in optimizer_chain(optimizer) if isinstance(o, cls)), None)

@@ -9,6 +9,7 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.optimizers.accumulation import GradientAccumulation
 from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.base import check_optimizer
+from keras_boost.optimizers.centralization import GradientCentralization
 from keras_boost.optimizers.freeze import FreezeOptimizer
 
 
@@ -20,6 +21,8 @@ def build_optimizer_chain(optimizer, config):
     """
     auto_boost.check_implemented(config)
     flags = config["boost"]
+    if flags["less_bn"] and config["less_bn"]["gc_flag"]:
+        optimizer = GradientCentralization(optimizer)
     if flags["grad_freeze"]:
         # Groups come from the model when BoostModel builds it (by layer
         # structure), else from the variable list at build time.

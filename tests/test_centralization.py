@@ -1,0 +1,143 @@
+"""Gradient centralization: the math against NumPy, the skip rules, the wrapper."""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+from keras_boost import ops as kb_ops
+from keras_boost.optimizers import exclude_grouped_kernels
+from keras_boost.optimizers import should_centralize
+
+L = keras.layers
+
+
+def numpy_gc(g):
+    """Subtract the mean over every axis but the last (Keras: output channels last)."""
+    g = np.asarray(g, np.float64)
+    if g.ndim < 2:
+        return g
+    return g - g.mean(axis=tuple(range(g.ndim - 1)), keepdims=True)
+
+
+@pytest.mark.parametrize("shape", [(3, 2), (16, 5), (3, 3, 32, 8), (2, 2, 2, 16, 4)])
+def test_centralize_matches_numpy(shape):
+    g = np.random.default_rng(0).normal(size=shape).astype("float32")
+    got = keras.ops.convert_to_numpy(kb_ops.centralize(g))
+    np.testing.assert_allclose(got, numpy_gc(g), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(got.reshape(-1, shape[-1]).mean(0), 0.0, atol=1e-6)
+
+
+def test_centralize_rank_one_is_unchanged_and_dtype_kept():
+    g = np.arange(4, dtype="float32")
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(kb_ops.centralize(g)), g)
+    h = kb_ops.centralize(keras.ops.ones((16, 2), dtype="float16"))
+    assert keras.backend.standardize_dtype(h.dtype) == "float16"
+
+
+@pytest.mark.parametrize(
+    "shape, expected",
+    [((32, 8), True), ((10, 8), False), ((3, 3, 16, 4), True), ((3, 3, 3, 16), False),
+     ((64,), False), ((), False)],
+)
+def test_gc_applies_shape_rule(shape, expected):
+    assert kb_ops.gc_applies(shape) is expected
+
+
+def built(layer, shape):
+    layer.build(shape)
+    return layer
+
+
+def test_skip_rules():
+    assert should_centralize(built(L.Dense(8), (None, 32)).kernel)
+    assert not should_centralize(built(L.Dense(8), (None, 32)).bias)
+    assert not should_centralize(built(L.Dense(8), (None, 10)).kernel)  # 10 % 16 != 0
+    assert should_centralize(built(L.Conv2D(8, 3), (None, 8, 8, 16)).kernel)
+    bn = built(L.BatchNormalization(), (None, 4, 4, 32))
+    assert not any(should_centralize(w) for w in bn.weights)
+    assert not should_centralize(built(L.DepthwiseConv2D(3), (None, 8, 8, 16)).kernel)
+    sep = built(L.SeparableConv2D(16, 3), (None, 8, 8, 16))
+    assert not should_centralize(sep.depthwise_kernel)
+    assert should_centralize(sep.pointwise_kernel)
+    assert not should_centralize(built(boost.layers.NormalizedDense(4), (None, 32)).kernel)
+
+
+def test_grouped_kernels_with_custom_names_need_the_model_mark():
+    inputs = keras.Input((8, 8, 32))
+    dw = L.DepthwiseConv2D(3, name="spatial")
+    grouped = L.Conv2D(32, 3, groups=2, name="grouped")
+    model = keras.Model(inputs, grouped(dw(inputs)))
+    assert should_centralize(grouped.kernel)  # no way to tell from the variable alone
+    assert exclude_grouped_kernels(model) == 2
+    assert not should_centralize(dw.kernel) and not should_centralize(grouped.kernel)
+
+
+def two_layer_model(seed=0):
+    init = keras.initializers.GlorotUniform(seed=seed)
+    inputs = keras.Input((16,))
+    h = L.Dense(32, kernel_initializer=init, name="d1")(inputs)
+    h = L.Dense(8, kernel_initializer=init, name="d2")(L.Activation("tanh")(h))  # in=32: GC
+    out = L.Dense(3, kernel_initializer=init, name="d3")(h)  # in=8: no GC
+    return keras.Model(inputs, out)
+
+
+def one_step(optimizer, x, y):
+    model = two_layer_model()
+    before = [np.array(w) for w in model.get_weights()]
+    model.compile(optimizer=optimizer, loss="mse")
+    model.fit(x, y, batch_size=len(x), epochs=1, shuffle=False, verbose=0)
+    return model, before
+
+
+def test_wrapper_step_equals_numpy_gc_of_the_plain_gradient():
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(8, 16)).astype("float32"), rng.normal(size=(8, 3)).astype("float32")
+    lr = 0.1
+    plain, w0 = one_step(keras.optimizers.SGD(lr), x, y)
+    gc_model, _ = one_step(boost.GradientCentralization(keras.optimizers.SGD(lr)), x, y)
+    for var, p, g_after, start in zip(plain.weights, plain.get_weights(), gc_model.get_weights(), w0):
+        grad = (start - p) / lr
+        expected = start - lr * (numpy_gc(grad) if should_centralize(var) else grad)
+        np.testing.assert_allclose(g_after, expected, rtol=1e-4, atol=1e-6)
+    centered = [v.path for v in gc_model.weights if should_centralize(v)]
+    assert centered == ["d1/kernel", "d2/kernel"]
+
+
+def test_wrapper_passes_settings_through_and_serializes():
+    inner = keras.optimizers.SGD(0.3, momentum=0.9)
+    opt = boost.GradientCentralization(inner)
+    assert float(opt.learning_rate) == pytest.approx(0.3)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(8, 16)).astype("float32"), rng.normal(size=(8, 3)).astype("float32")
+    model = two_layer_model()
+    model.compile(optimizer=opt, loss="mse")
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert int(opt.iterations) == 2
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "gc.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path)
+    assert isinstance(loaded.optimizer, boost.GradientCentralization)
+    assert loaded.optimizer.inner_optimizer.momentum == 0.9
+    loaded.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert int(loaded.optimizer.iterations) == 4
+
+
+def test_config_gc_flag_wraps_innermost():
+    config = {"boost": {"mode": "manual", "grad_freeze": False}}
+    with pytest.warns(boost.NoEffectWarning):
+        opt = boost.wrap(keras.optimizers.SGD(), "O1", config)
+    assert isinstance(opt.inner_optimizer, boost.GradientCentralization)
+    config["less_bn"] = {"gc_flag": False}
+    with pytest.warns(boost.NoEffectWarning):
+        opt = boost.wrap(keras.optimizers.SGD(), "O1", config)
+    assert isinstance(opt.inner_optimizer, keras.optimizers.SGD)
+
+
+def test_rejects_non_optimizers():
+    with pytest.raises(TypeError, match="keras.optimizers.Optimizer"):
+        boost.GradientCentralization("sgd")

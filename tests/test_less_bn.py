@@ -1,0 +1,498 @@
+"""LessBN: which BNs go (exact counts per architecture), equivalence, bad input."""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+from conftest import dense_graph
+from conftest import to_numpy
+from keras_boost.bench import residual_cnn
+from keras_boost.surgery import find_less_bn
+from keras_boost.surgery import patterns as patterns_lib
+
+L = keras.layers
+
+# The builders below use constant initializers: tests set the weights they
+# need, and on JAX every random initializer compiles once per kernel shape.
+_Z = {"kernel_initializer": "zeros"}
+
+
+# --- small builders with the exact layouts of the real architectures ------------
+
+
+def _conv(x, filters, kernel, strides=1, name=None, use_bias=False):
+    return L.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=use_bias, **_Z, name=name)(x)
+
+
+def resnet_basic(blocks=(2, 2, 2, 2), width=4, classes=5):
+    """MindSpore's ResNet-18/34 layout: stem conv-bn-relu-maxpool, basic blocks."""
+    inputs = keras.Input((16, 16, 3))
+    x = L.ReLU(name="stem_relu")(L.BatchNormalization(name="stem_bn")(_conv(inputs, width, 3)))
+    x = L.MaxPooling2D(2, name="stem_pool")(x)
+    for s, n in enumerate(blocks):
+        for b in range(n):
+            p = f"s{s}b{b}_"
+            filters, strides = width * 2**s, (2 if s and not b else 1)
+            y = L.ReLU(name=p + "relu1")(
+                L.BatchNormalization(name=p + "bn1")(_conv(x, filters, 3, strides))
+            )
+            y = L.BatchNormalization(name=p + "bn2")(_conv(y, filters, 3))
+            shortcut = x
+            if strides != 1 or x.shape[-1] != filters:
+                shortcut = L.BatchNormalization(name=p + "proj_bn")(_conv(x, filters, 1, strides))
+            x = L.ReLU(name=p + "out")(L.Add(name=p + "add")([y, shortcut]))
+    out = L.Dense(classes, **_Z, name="logits")(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inputs, out, name="resnet_basic")
+
+
+def resnet_bottleneck(blocks=(3, 4, 6, 3), width=2, classes=5):
+    """keras.applications.ResNet50's layout (ZeroPadding stem, Add([shortcut, x]))."""
+    inputs = keras.Input((32, 32, 3))
+    x = L.ZeroPadding2D(3, name="conv1_pad")(inputs)
+    x = L.Conv2D(width, 7, strides=2, **_Z, name="conv1_conv")(x)
+    x = L.Activation("relu", name="conv1_relu")(L.BatchNormalization(name="conv1_bn")(x))
+    x = L.ZeroPadding2D(1, name="pool1_pad")(x)
+    x = L.MaxPooling2D(3, strides=2, name="pool1_pool")(x)
+    for s, n in enumerate(blocks):
+        for b in range(n):
+            p = f"conv{s + 2}_block{b + 1}_"
+            f, strides = width * 2**s, (2 if s and not b else 1)
+            if b == 0:
+                shortcut = L.Conv2D(4 * f, 1, strides=strides, **_Z, name=p + "0_conv")(x)
+                shortcut = L.BatchNormalization(name=p + "0_bn")(shortcut)
+            else:
+                shortcut = x
+            y = L.Conv2D(f, 1, strides=strides, **_Z, name=p + "1_conv")(x)
+            y = L.Activation("relu", name=p + "1_relu")(L.BatchNormalization(name=p + "1_bn")(y))
+            y = L.Conv2D(f, 3, padding="same", **_Z, name=p + "2_conv")(y)
+            y = L.Activation("relu", name=p + "2_relu")(L.BatchNormalization(name=p + "2_bn")(y))
+            y = L.BatchNormalization(name=p + "3_bn")(L.Conv2D(4 * f, 1, **_Z, name=p + "3_conv")(y))
+            x = L.Activation("relu", name=p + "out")(L.Add(name=p + "add")([shortcut, y]))
+    out = L.Dense(classes, **_Z, name="predictions")(L.GlobalAveragePooling2D(name="avg_pool")(x))
+    return keras.Model(inputs, out, name="resnet_bottleneck")
+
+
+# (expansion t, channels c, repeats n, stride s): MobileNetV2's table.
+_MNV2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1),
+         (6, 160, 3, 2), (6, 320, 1, 1))
+
+
+def mobilenet_v2(scale=0.125, classes=5):
+    """keras.applications.MobileNetV2's layout (ReLU(6.), ZeroPadding before strided dw)."""
+
+    def ch(c):
+        return max(2, int(c * scale))
+
+    inputs = keras.Input((32, 32, 3))
+    x = L.Conv2D(ch(32), 3, strides=2, padding="same", use_bias=False, **_Z, name="Conv1")(inputs)
+    x = L.ReLU(6.0, name="Conv1_relu")(L.BatchNormalization(name="bn_Conv1")(x))
+    block = 0
+    for t, c, n, s in _MNV2:
+        for i in range(n):
+            strides = s if i == 0 else 1
+            p = f"block_{block}_"
+            inp, in_ch = x, x.shape[-1]
+            if block:
+                x = L.Conv2D(in_ch * t, 1, use_bias=False, **_Z, name=p + "expand")(x)
+                x = L.ReLU(6.0, name=p + "expand_relu")(L.BatchNormalization(name=p + "expand_BN")(x))
+            if strides == 2:
+                x = L.ZeroPadding2D(1, name=p + "pad")(x)
+            x = L.DepthwiseConv2D(3, strides=strides, padding="same" if strides == 1 else "valid",
+                                  use_bias=False, depthwise_initializer="zeros",
+                                  name=p + "depthwise")(x)
+            x = L.ReLU(6.0, name=p + "depthwise_relu")(L.BatchNormalization(name=p + "depthwise_BN")(x))
+            x = L.Conv2D(ch(c), 1, use_bias=False, **_Z, name=p + "project")(x)
+            x = L.BatchNormalization(name=p + "project_BN")(x)
+            if in_ch == ch(c) and strides == 1:
+                x = L.Add(name=p + "add")([inp, x])
+            block += 1
+    x = L.Conv2D(ch(1280), 1, use_bias=False, **_Z, name="Conv_1")(x)
+    x = L.ReLU(6.0, name="out_relu")(L.BatchNormalization(name="Conv_1_bn")(x))
+    out = L.Dense(classes, **_Z, name="predictions")(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inputs, out, name="mobilenet_v2")
+
+
+def densenet(blocks=(2, 3, 2), growth=4, classes=5):
+    """keras.applications.DenseNet's layout (BN-ReLU-Conv1x1-BN-ReLU-Conv3x3, concat)."""
+    inputs = keras.Input((16, 16, 3))
+    x = L.Conv2D(2 * growth, 3, padding="same", use_bias=False, **_Z, name="conv1_conv")(inputs)
+    x = L.Activation("relu", name="conv1_relu")(L.BatchNormalization(name="conv1_bn")(x))
+    x = L.MaxPooling2D(2, name="pool1")(x)
+    for i, n in enumerate(blocks):
+        for j in range(n):
+            p = f"conv{i + 2}_block{j + 1}_"
+            y = L.Activation("relu", name=p + "0_relu")(L.BatchNormalization(name=p + "0_bn")(x))
+            y = L.Conv2D(4 * growth, 1, use_bias=False, **_Z, name=p + "1_conv")(y)
+            y = L.Activation("relu", name=p + "1_relu")(L.BatchNormalization(name=p + "1_bn")(y))
+            y = L.Conv2D(growth, 3, padding="same", use_bias=False, **_Z, name=p + "2_conv")(y)
+            x = L.Concatenate(name=p + "concat")([x, y])
+        if i + 1 < len(blocks):
+            p = f"pool{i + 2}_"
+            x = L.Activation("relu", name=p + "relu")(L.BatchNormalization(name=p + "bn")(x))
+            x = L.Conv2D(x.shape[-1] // 2, 1, use_bias=False, **_Z, name=p + "conv")(x)
+            x = L.AveragePooling2D(2, name=p + "pool")(x)
+    x = L.Activation("relu", name="relu")(L.BatchNormalization(name="bn")(x))
+    out = L.Dense(classes, **_Z, name="predictions")(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inputs, out, name="densenet")
+
+
+def bn_names(model):
+    return [l.name for l in model.layers if isinstance(l, L.BatchNormalization)]
+
+
+# --- exact counts ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "build, removed, total",
+    [
+        (lambda: resnet_basic((2, 2, 2, 2)), 11, 20),  # ResNet-18: 8 bn1 + 3 shortcut BNs
+        (lambda: resnet_basic((3, 4, 6, 3)), 19, 36),  # ResNet-34: 16 bn1 + 3 shortcut BNs
+        (lambda: resnet_bottleneck((3, 4, 6, 3)), 36, 53),  # ResNet-50: 16 x (bn1, bn2) + 4
+        (lambda: mobilenet_v2(), 17, 52),  # 16 expand BNs + the last conv's BN
+        (lambda: densenet((2, 3, 2)), 4, 18),  # norm1 of each layer fed by a concat
+        (lambda: residual_cnn(seed=0), 5, 9),  # the quickstart CNN
+    ],
+)
+def test_removed_bn_counts(build, removed, total):
+    model = build()
+    report = find_less_bn(model)
+    assert (report.num_removed, report.num_bn) == (removed, total)
+    new = boost.LessBN(model)
+    assert len(bn_names(new)) == total - removed
+    assert sorted(bn_names(new)) == sorted(report.kept)
+
+
+def test_resnet50_layout_removes_bn1_bn2_and_shortcut_bn_and_keeps_bn3_and_stem():
+    report = find_less_bn(resnet_bottleneck())
+    removed = set(report.removed_names)
+    assert "conv1_bn" not in removed
+    for s, n in enumerate((3, 4, 6, 3)):
+        for b in range(n):
+            p = f"conv{s + 2}_block{b + 1}_"
+            assert {p + "1_bn", p + "2_bn"} <= removed
+            assert p + "3_bn" not in removed
+        assert f"conv{s + 2}_block1_0_bn" in removed
+    patterns = {r.layer: r.pattern for r in report.removed}
+    assert patterns["conv2_block1_1_bn"] == "ResidualStructureFirstStep"  # after max pooling
+    assert patterns["conv3_block1_1_bn"] == "ResidualStructureBase"
+    assert patterns["conv3_block2_1_bn"] == "ResidualStructureShortCut"
+
+
+def test_basic_block_patterns_and_kept_bns():
+    report = find_less_bn(resnet_basic((2, 2, 2, 2)))
+    patterns = {r.layer: r.pattern for r in report.removed}
+    assert patterns["s0b0_bn1"] == "BasicStructFirstStep"
+    assert patterns["s0b1_bn1"] == "BasicStructShortCut"
+    assert patterns["s1b0_bn1"] == patterns["s1b0_proj_bn"] == "BasicStructBase"
+    assert all(n.endswith("bn2") or n == "stem_bn" for n in report.kept)
+
+
+def test_mobilenet_v2_removes_expand_bns_and_head_bn():
+    report = find_less_bn(mobilenet_v2())
+    assert sorted(report.removed_names) == sorted(
+        [f"block_{i}_expand_BN" for i in range(1, 17)] + ["Conv_1_bn"]
+    )
+
+
+def test_densenet_removes_norm1_of_layers_fed_by_a_concatenation():
+    report = find_less_bn(densenet((2, 3, 2)))
+    assert sorted(report.removed_names) == sorted(
+        ["conv2_block2_0_bn", "conv3_block2_0_bn", "conv3_block3_0_bn", "conv4_block2_0_bn"]
+    )
+
+
+def test_residual_cnn_report_names():
+    report = find_less_bn(residual_cnn(seed=0))
+    assert sorted(report.removed_names) == sorted(
+        ["stage1_block1_bn1", "stage2_block1_bn1", "stage2_block1_proj_bn",
+         "stage3_block1_bn1", "stage3_block1_proj_bn"]
+    )
+    text = str(report)
+    assert "removed 5 of 9 BatchNormalization layers" in text
+    assert "BasicStructBase (4)" in text and "stage2_block1_proj_bn" in text
+
+
+@pytest.mark.skipif(
+    keras.backend.backend() == "jax",
+    reason="building keras.applications graphs on JAX compiles ~20 s of initializers per "
+    "model; the matcher is backend-independent and the same layouts run above on JAX",
+)
+@pytest.mark.parametrize(
+    "name, kwargs, removed, total",
+    [
+        ("ResNet50", {"input_shape": (32, 32, 3)}, 36, 53),
+        ("MobileNetV2", {"input_shape": (32, 32, 3), "alpha": 0.35}, 17, 52),
+        ("DenseNet121", {"input_shape": (32, 32, 3)}, 54, 121),
+    ],
+)
+def test_keras_applications_counts(name, kwargs, removed, total):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = getattr(keras.applications, name)(weights=None, classes=10, **kwargs)
+    report = find_less_bn(model)
+    assert (report.num_removed, report.num_bn) == (removed, total)
+
+
+# --- equivalence ------------------------------------------------------------------
+
+
+def randomize(model, removed, seed=0):
+    """Random weights everywhere; removed BNs set to the identity."""
+    rng = np.random.default_rng(seed)
+    for layer in model.layers:
+        if isinstance(layer, L.BatchNormalization):
+            c = layer.gamma.shape[0]
+            if layer.name in removed:
+                eps = layer.epsilon
+                layer.set_weights([np.ones(c), np.zeros(c), np.zeros(c), np.full(c, 1.0 - eps)])
+            else:
+                layer.set_weights([rng.uniform(0.5, 1.5, c), rng.normal(0, 0.1, c),
+                                   rng.normal(0, 0.1, c), rng.uniform(0.5, 2.0, c)])
+        elif layer.weights:
+            layer.set_weights([rng.normal(0, 0.3, w.shape).astype("float32") for w in layer.weights])
+
+
+@pytest.mark.parametrize(
+    "build",
+    [lambda: resnet_basic((2, 2, 2, 2)), lambda: resnet_bottleneck((1, 1, 1, 1)),
+     lambda: mobilenet_v2(), lambda: densenet((2, 2)), lambda: residual_cnn(seed=0)],
+)
+def test_outputs_equal_original_when_removed_bns_are_identity(build):
+    model = build()
+    report = find_less_bn(model)
+    randomize(model, set(report.removed_names))
+    x = np.random.default_rng(1).normal(size=(4,) + tuple(model.input_shape[1:])).astype("float32")
+    expected = keras.ops.convert_to_numpy(model(x, training=False))
+    new = boost.LessBN(model)
+    got = keras.ops.convert_to_numpy(new(x, training=False))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    # The check has teeth: a removed BN that is not the identity changes the output.
+    bn = model.get_layer(report.removed_names[0])
+    bn.set_weights([w * 0 + 2.0 for w in bn.get_weights()])
+    changed = keras.ops.convert_to_numpy(model(x, training=False))
+    assert not np.allclose(changed, got, rtol=1e-4, atol=1e-4)
+
+
+def test_sequential_model():
+    model = keras.Sequential(
+        [keras.Input((8, 8, 3)), L.Conv2D(8, 1, use_bias=False), L.BatchNormalization(name="bn0"),
+         L.ReLU(6.0), L.Conv2D(8, 1, use_bias=False), L.BatchNormalization(name="head_bn"),
+         L.ReLU(6.0), L.GlobalAveragePooling2D(), L.Dense(3)],
+        name="seq",
+    )
+    randomize(model, {"head_bn"})
+    x = np.random.default_rng(0).normal(size=(2, 8, 8, 3)).astype("float32")
+    new = boost.LessBN(model)
+    assert isinstance(new, keras.Sequential)
+    assert bn_names(new) == ["bn0"]
+    assert new.less_bn_report.removed[0].pattern == "InvertedResidual2"
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(new(x)), keras.ops.convert_to_numpy(model(x)), rtol=1e-4, atol=1e-4
+    )
+
+
+def test_nested_sub_model_is_matched_on_its_own_graph():
+    inner = resnet_basic((1, 1))
+    inputs = keras.Input((16, 16, 3))
+    outer = keras.Model(inputs, L.Activation("softmax")(inner(inputs)), name="outer")
+    report = find_less_bn(outer)
+    assert report.num_removed == find_less_bn(inner).num_removed == 3
+    new = boost.LessBN(outer)
+    assert len(bn_names(new.layers[1])) == len(bn_names(inner)) - 3
+
+
+# --- the input model is never mutated; the new model is independent ---------------
+
+
+def test_input_model_untouched_and_independent_of_the_new_one():
+    model = residual_cnn(seed=0)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    names, before = [l.name for l in model.layers], to_numpy(model.weights)
+    new = boost.LessBN(model, fn_flag=True)
+    assert [l.name for l in model.layers] == names
+    assert not set(map(id, new.weights)) & set(map(id, model.weights))
+    assert new.compiled  # re-compiled from the original's compile config
+    x = np.random.default_rng(0).random((8, 28, 28, 1)).astype("float32")
+    new.fit(x, np.zeros((8, 10), "float32"), epochs=1, verbose=0)
+    for a, b in zip(before, to_numpy(model.weights)):
+        np.testing.assert_array_equal(a, b)
+
+
+# --- fn_flag ----------------------------------------------------------------------
+
+
+def test_fn_flag_replaces_the_last_dense_from_its_kernel():
+    model = residual_cnn(seed=0)
+    new = boost.LessBN(model, fn_flag=True)
+    head = new.get_layer("logits")
+    assert isinstance(head, boost.layers.NormalizedDense)
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(head.kernel), keras.ops.convert_to_numpy(model.get_layer("logits").kernel)
+    )
+    assert float(keras.ops.convert_to_numpy(head.scale)) == 1.0
+    assert "NormalizedDense" in str(new.less_bn_report)
+
+
+def test_fn_flag_with_dense_not_last_warns_and_keeps_the_dense():
+    inputs = keras.Input((16, 16, 3))
+    model = resnet_basic((1, 1))
+    out = L.Activation("softmax")(model(inputs))
+    flat = keras.Model(model.inputs, L.Activation("softmax")(model.outputs[0]))
+    with pytest.warns(boost.NoEffectWarning, match="does not produce a model output"):
+        new = boost.LessBN(flat, fn_flag=True)
+    assert isinstance(new.get_layer("logits"), L.Dense)
+    assert new.less_bn_report.num_removed == 3
+    del inputs, out
+
+
+# --- nothing to do, bad input -----------------------------------------------------
+
+
+def test_no_match_warns_and_returns_the_model_unchanged():
+    model = keras.Model(*dense_graph())
+    with pytest.warns(boost.NoEffectWarning, match="found nothing to remove"):
+        same = boost.LessBN(model)
+    assert same is model
+
+
+def test_shared_bn_called_twice_is_kept_unless_every_call_matches():
+    inputs = keras.Input((8, 8, 4))
+    conv1, conv2 = L.Conv2D(4, 3, padding="same"), L.Conv2D(4, 3, padding="same")
+    shared = L.BatchNormalization(name="shared_bn")
+    y = L.ReLU()(inputs)
+    a = L.BatchNormalization(name="bn2")(conv2(L.ReLU()(shared(conv1(y)))))
+    b = L.ReLU()(shared(conv1(L.Dense(4)(inputs))))  # second call: not in a pattern
+    out = L.Add()([a, y])
+    model = keras.Model(inputs, [out, b])
+    report = find_less_bn(model)
+    assert "shared_bn" in report.kept
+    assert any("shared_bn" in n for n in report.notes)
+
+
+class Subclassed(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.conv = L.Conv2D(4, 3)
+        self.bn = L.BatchNormalization()
+
+    def call(self, x):
+        return self.bn(self.conv(x))
+
+
+@pytest.mark.parametrize(
+    "bad, error, match",
+    [
+        ("model", TypeError, "keras.Model"),
+        (keras.layers.Dense(2), TypeError, "keras.Model"),
+        (Subclassed(), TypeError, "functional API"),
+        (keras.Sequential([L.Dense(2)]), ValueError, "built"),
+    ],
+)
+def test_bad_models(bad, error, match):
+    if isinstance(bad, Subclassed):
+        bad(np.zeros((1, 8, 8, 3), "float32"))
+    with pytest.raises(error, match=match):
+        boost.LessBN(bad)
+
+
+def test_fn_flag_must_be_bool():
+    with pytest.raises(TypeError, match="fn_flag must be True or False, got 'yes'"):
+        boost.LessBN(residual_cnn(seed=0), fn_flag="yes")
+
+
+def test_patterns_are_data_and_validated():
+    assert len(patterns_lib.PATTERNS) == 16
+    with pytest.raises(ValueError, match="unknown layer kinds"):
+        patterns_lib.Pattern("bad", (("bn-", "convolution"),))
+    with pytest.raises(ValueError, match="removes nothing"):
+        patterns_lib.Pattern("bad", (("bn", "conv"),))
+    # A custom pattern list: only the projection shortcut BNs.
+    only_shortcut = patterns_lib.Pattern("shortcut", (("bn", "conv", "relu", "bn", "conv", "relu"),
+                                                      ("bn-", "conv")))
+    report = find_less_bn(residual_cnn(seed=0), patterns=[only_shortcut])
+    assert sorted(report.removed_names) == ["stage2_block1_proj_bn", "stage3_block1_proj_bn"]
+
+
+def test_saved_and_reloaded_lessbn_model():
+    import os
+    import tempfile
+
+    new = boost.LessBN(residual_cnn(seed=0), fn_flag=True)
+    x = np.random.default_rng(0).random((2, 28, 28, 1)).astype("float32")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "m.keras")
+        new.save(path)
+        loaded = keras.saving.load_model(path)
+    assert isinstance(loaded.get_layer("logits"), boost.layers.NormalizedDense)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(new(x)), rtol=1e-6
+    )
+
+
+# --- AutoBoost wiring -------------------------------------------------------------
+
+MANUAL_O1 = {"boost": {"mode": "manual", "grad_freeze": False}}
+
+
+def test_autoboost_o1_applies_less_bn_fn_and_gc():
+    model = residual_cnn(seed=0)
+    user_opt = keras.optimizers.SGD(0.05, momentum=0.9)
+    ab = boost.AutoBoost("O1", MANUAL_O1)
+    new, opt = ab.network_auto_process_train(model, user_opt)
+    assert new is not model and len(bn_names(new)) == 4
+    assert isinstance(new.get_layer("logits"), boost.layers.NormalizedDense)  # fn_flag default True
+    assert isinstance(opt, boost.BoostOptimizer)
+    assert isinstance(opt.inner_optimizer, boost.GradientCentralization)
+    assert opt.inner_optimizer.inner_optimizer is user_opt  # unbuilt: the same settings
+    assert ab.network_auto_process_eval(new) is new
+    eval_model = ab.network_auto_process_eval(model)
+    assert [l.name for l in eval_model.layers] == [l.name for l in new.layers]
+    new.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = np.random.default_rng(0).random((16, 28, 28, 1)).astype("float32")
+    new.fit(x, np.arange(16) % 10, batch_size=8, epochs=1, verbose=0)
+    assert int(opt.iterations) == 2
+
+
+def test_autoboost_flags_fn_and_gc_off():
+    config = {"boost": {"mode": "manual", "grad_freeze": False},
+              "less_bn": {"fn_flag": False, "gc_flag": False}}
+    new, opt = boost.AutoBoost("O1", config).network_auto_process_train(
+        residual_cnn(seed=0), keras.optimizers.SGD()
+    )
+    assert isinstance(new.get_layer("logits"), L.Dense)
+    assert isinstance(opt.inner_optimizer, keras.optimizers.SGD)
+
+
+def test_autoboost_recreates_a_built_optimizer_and_maps_weight_decay_exclusions():
+    model = residual_cnn(seed=0)
+    user_opt = keras.optimizers.SGD(0.05, momentum=0.9, weight_decay=1e-4)
+    user_opt.exclude_from_weight_decay(var_list=[model.get_layer("stem_conv").kernel])
+    new, opt = boost.AutoBoost("O1", MANUAL_O1).network_auto_process_train(model, user_opt)
+    sgd = opt.inner_optimizer.inner_optimizer
+    assert not sgd._use_weight_decay(new.get_layer("stem_conv").kernel)
+    assert sgd._use_weight_decay(new.get_layer("stage1_block1_conv1").kernel)
+
+    built = keras.optimizers.SGD(0.07, momentum=0.9)
+    built.build(model.trainable_variables)
+    with pytest.warns(UserWarning, match="re-created from its config"):
+        _, opt = boost.AutoBoost("O1", MANUAL_O1).network_auto_process_train(model, built)
+    fresh = opt.inner_optimizer.inner_optimizer
+    assert fresh is not built and not fresh.built
+    assert float(fresh.learning_rate) == pytest.approx(0.07) and fresh.momentum == 0.9
+
+
+def test_autoboost_subclassed_model_error_says_how_to_switch_less_bn_off():
+    model = Subclassed()
+    model(np.zeros((1, 8, 8, 3), "float32"))
+    with pytest.raises(TypeError, match='"less_bn": false'):
+        boost.AutoBoost("O1", MANUAL_O1).network_auto_process_train(model, keras.optimizers.SGD())
+
+
+def test_wrap_with_less_bn_applies_gc_and_warns_that_the_surgery_needs_the_model():
+    with pytest.warns(boost.NoEffectWarning, match="network_auto_process_train"):
+        opt = boost.wrap(keras.optimizers.SGD(), "O1", MANUAL_O1)
+    assert isinstance(opt.inner_optimizer, boost.GradientCentralization)

@@ -1,0 +1,124 @@
+"""boost.layers.NormalizedDense against the NumPy formula of MindSpore's FN head."""
+
+import os
+import tempfile
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+from keras_boost.layers import NormalizedDense
+
+
+def numpy_fn(x, w, s, eps=1e-4):
+    """MindSpore CommonHeadLastFN, with Keras' (in, out) kernel."""
+    x = np.asarray(x, np.float64)
+    w = np.asarray(w, np.float64)
+    xn = x / np.sqrt(np.maximum((x**2).sum(-1, keepdims=True), eps))
+    wn = w / np.sqrt(np.maximum((w**2).sum(0, keepdims=True), eps))
+    return s * xn @ wn
+
+
+def test_matches_numpy_including_clamped_norms():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 12)).astype("float32")
+    x[0] = 0.0  # zero row: clamped norm, output 0
+    x[1] *= 1e-4  # tiny row: clamped at sqrt(1e-4)
+    layer = NormalizedDense(5)
+    layer.build((None, 12))
+    w = rng.normal(size=(12, 5)).astype("float32")
+    w[:, 2] *= 1e-4  # tiny column: clamped
+    layer.kernel.assign(w)
+    layer.scale.assign(2.5)
+    got = keras.ops.convert_to_numpy(layer(x))
+    np.testing.assert_allclose(got, numpy_fn(x, w, 2.5), rtol=1e-5, atol=1e-6)
+    assert np.all(got[0] == 0.0)
+
+
+def test_weights_scale_init_one_no_bias_and_gradients_finite_at_zero_input():
+    layer = NormalizedDense(3)
+    layer(np.ones((2, 4), "float32"))
+    assert [w.path.split("/")[-1] for w in layer.trainable_weights] == ["kernel", "scale"]
+    assert float(keras.ops.convert_to_numpy(layer.scale)) == 1.0
+    model = keras.Sequential([keras.Input((4,)), layer])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(np.zeros((4, 4), "float32"), np.ones((4, 3), "float32"), verbose=0)
+    assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_higher_rank_input_and_activation():
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 3, 8)).astype("float32")
+    layer = NormalizedDense(4, activation="softmax")
+    y = keras.ops.convert_to_numpy(layer(x))
+    w = keras.ops.convert_to_numpy(layer.kernel)
+    logits = numpy_fn(x, w, 1.0)
+    ref = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+    np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+    assert layer.compute_output_shape((None, 3, 8)) == (None, 3, 4)
+
+
+def test_from_dense_copies_kernel_and_drops_bias():
+    dense = keras.layers.Dense(4, activation="relu", name="head")
+    dense.build((None, 6))
+    dense.bias.assign(np.full(4, 3.0, "float32"))
+    head = NormalizedDense.from_dense(dense)
+    assert head.name == "head" and head.units == 4
+    np.testing.assert_array_equal(
+        keras.ops.convert_to_numpy(head.kernel), keras.ops.convert_to_numpy(dense.kernel)
+    )
+    assert keras.activations.serialize(head.activation) == "relu"
+    with pytest.raises(TypeError, match="keras.layers.Dense"):
+        NormalizedDense.from_dense(keras.layers.Flatten())
+    with pytest.raises(ValueError, match="not built"):
+        NormalizedDense.from_dense(keras.layers.Dense(2))
+
+
+@pytest.mark.parametrize("units", [0, -1, 2.5, "3", True])
+def test_bad_units(units):
+    with pytest.raises(ValueError, match="units must be a positive int"):
+        NormalizedDense(units)
+
+
+def test_bad_epsilon():
+    with pytest.raises(ValueError, match="epsilon must be a positive number"):
+        NormalizedDense(2, epsilon=0)
+
+
+def test_config_round_trip_and_model_save_load():
+    layer = NormalizedDense(3, activation="softmax", epsilon=1e-3, name="fn")
+    clone = NormalizedDense.from_config(layer.get_config())
+    assert (clone.units, clone.epsilon, clone.name) == (3, 1e-3, "fn")
+    inputs = keras.Input((5,))
+    model = keras.Model(inputs, layer(inputs))
+    layer.scale.assign(1.7)
+    x = np.random.default_rng(0).normal(size=(2, 5)).astype("float32")
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "fn.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path)  # registered: no custom_objects
+    assert isinstance(loaded.layers[-1], NormalizedDense)
+    np.testing.assert_allclose(
+        keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)), rtol=1e-6
+    )
+
+
+def test_exact_under_mixed_float16(restore_policy):
+    keras.config.set_dtype_policy("mixed_float16")
+    rng = np.random.default_rng(2)
+    # Squares of 400 overflow float16 (max 65504): a float16 norm would be inf.
+    x = (rng.normal(size=(4, 16)) * 400).astype("float32")
+    layer = NormalizedDense(3)
+    y = layer(x)
+    assert layer.kernel.dtype == "float32" and layer.scale.dtype == "float32"
+    assert keras.backend.standardize_dtype(y.dtype) == "float16"
+    ref = numpy_fn(x.astype("float16").astype("float32"), keras.ops.convert_to_numpy(layer.kernel), 1.0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(y).astype("float32"), ref, atol=2e-3)
+    assert np.isfinite(keras.ops.convert_to_numpy(y)).all()
+
+
+def test_gc_leaves_the_head_alone():
+    layer = NormalizedDense(16)
+    layer.build((None, 32))
+    assert not boost.optimizers.should_centralize(layer.kernel)
