@@ -24,7 +24,8 @@ _Z = {"kernel_initializer": "zeros"}
 
 
 def _conv(x, filters, kernel, strides=1, name=None, use_bias=False):
-    return L.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=use_bias, **_Z, name=name)(x)
+    return L.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=use_bias,
+                    **_Z, name=name)(x)
 
 
 def resnet_basic(blocks=(2, 2, 2, 2), width=4, classes=5):
@@ -338,15 +339,12 @@ def test_fn_flag_replaces_the_last_dense_from_its_kernel():
 
 
 def test_fn_flag_with_dense_not_last_warns_and_keeps_the_dense():
-    inputs = keras.Input((16, 16, 3))
     model = resnet_basic((1, 1))
-    out = L.Activation("softmax")(model(inputs))
     flat = keras.Model(model.inputs, L.Activation("softmax")(model.outputs[0]))
     with pytest.warns(boost.NoEffectWarning, match="does not produce a model output"):
         new = boost.LessBN(flat, fn_flag=True)
     assert isinstance(new.get_layer("logits"), L.Dense)
     assert new.less_bn_report.num_removed == 3
-    del inputs, out
 
 
 # --- nothing to do, bad input -----------------------------------------------------
@@ -496,3 +494,12 @@ def test_wrap_with_less_bn_applies_gc_and_warns_that_the_surgery_needs_the_model
     with pytest.warns(boost.NoEffectWarning, match="network_auto_process_train"):
         opt = boost.wrap(keras.optimizers.SGD(), "O1", MANUAL_O1)
     assert isinstance(opt.inner_optimizer, boost.GradientCentralization)
+
+
+def test_boost_model_keeps_its_class_and_level():
+    config = {"boost": {"mode": "manual", "grad_freeze": False}}
+    model = residual_cnn(seed=0, model_cls=boost.BoostModel, boost_level="O1", boost_config_dict=config)
+    new = boost.LessBN(model)
+    assert isinstance(new, boost.BoostModel)
+    assert new.boost_level == "O1" and new.boost_config == model.boost_config
+    assert new.less_bn_report.num_removed == 5

@@ -384,7 +384,30 @@ def _rebuild(model, removed_ids, head, copies):
             return args[0]
         return layer(*args, **kwargs)
 
-    return keras.models.clone_model(model, clone_function=clone_function, call_function=call_function)
+    new = keras.models.clone_model(model, clone_function=clone_function, call_function=call_function)
+    return _same_class(model, new)
+
+
+_FUNCTIONAL_KEYS = {"name", "trainable", "layers", "input_layers", "output_layers"}
+
+
+def _same_class(model, new):
+    """Re-creates a Functional subclass (e.g. `BoostModel`) with its own arguments.
+
+    `clone_model` calls `cls(inputs, outputs, name=...)`, which would reset
+    the subclass's extra constructor arguments (e.g. `boost_level`) to their
+    defaults; they are read back from the original's `get_config`.
+    """
+    cls = type(model)
+    if cls is Functional or cls.get_config is Functional.get_config:
+        return new
+    extra = {k: v for k, v in model.get_config().items() if k not in _FUNCTIONAL_KEYS}
+    if not extra:
+        return new
+    rebuilt = cls(new.inputs, new.outputs, name=model.name, **extra)
+    if model.compiled:
+        rebuilt.compile_from_config(model.get_compile_config())
+    return rebuilt
 
 
 def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
