@@ -85,18 +85,31 @@ class AutoBoost:
 
         check_optimizer(optimizer)
         check_implemented(self._config)
-        if self._config["boost"]["less_bn"]:
-            # LessBN (with the config's fn_flag); gc_flag adds
-            # GradientCentralization innermost in BoostOptimizer's chain.
-            original = model
-            model = _less_bn(model, self._config["less_bn"]["fn_flag"])
-            if model is not original:
-                optimizer = _optimizer_for(optimizer, original, model)
-            from keras_boost.optimizers.centralization import exclude_grouped_kernels
-
-            exclude_grouped_kernels(model)
+        original = model
+        model = self.network_auto_process_model(model)
+        if model is not original:
+            optimizer = _optimizer_for(optimizer, original, model)
+        # gc_flag adds GradientCentralization innermost in BoostOptimizer's chain.
         optimizer = BoostOptimizer(optimizer, self._level, self._config)
         return model, optimizer
+
+    def network_auto_process_model(self, model):
+        """The model-level part of `network_auto_process_train` (LessBN).
+
+        Returns the same model when no surgery is enabled, else a new one
+        (the input is never changed).
+        """
+        check_model(model)
+        check_implemented(self._config)
+        from keras_boost.surgery.less_bn import REPORT_ATTR
+
+        if not self._config["boost"]["less_bn"] or getattr(model, REPORT_ATTR, None) is not None:
+            return model  # off, or LessBN already applied
+        from keras_boost.optimizers.centralization import exclude_grouped_kernels
+
+        model = _less_bn(model, self._config["less_bn"]["fn_flag"])
+        exclude_grouped_kernels(model)
+        return model
 
     def network_auto_process_eval(self, model):
         """Returns the inference model matching `network_auto_process_train`.
@@ -192,18 +205,4 @@ def wrap(optimizer, level="O0", boost_config_dict=None):
     """
     from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 
-    optimizer = BoostOptimizer(optimizer, level, boost_config_dict)
-    if optimizer.boost_config["boost"]["less_bn"]:
-        import warnings
-
-        from keras_boost.errors import NoEffectWarning
-
-        warnings.warn(
-            "less_bn is on, but wrap() only sees the optimizer: gradient centralization "
-            "(gc_flag) applies, the BatchNormalization removal does not. Use "
-            "AutoBoost(level, config).network_auto_process_train(model, optimizer) or "
-            "boost.LessBN(model) for the model surgery.",
-            NoEffectWarning,
-            stacklevel=2,
-        )
-    return optimizer
+    return BoostOptimizer(optimizer, level, boost_config_dict)

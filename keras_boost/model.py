@@ -21,6 +21,7 @@ from keras.src.trainers.data_adapters import data_adapter_utils
 from keras_boost import auto_boost
 from keras_boost import backend as kb_backend
 from keras_boost import ops as kb_ops
+from keras_boost.errors import NoEffectWarning
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
 from keras_boost.optimizers.base import find_in_chain
@@ -81,6 +82,8 @@ class BoostModel(keras.Model):
         self._auto_boost = boost
         self._boost_loss_scale = resolve_loss_scale(loss_scale, _uses_float16(self))
         self._boost_loss_scale_arg = loss_scale
+        if boost.config["boost"]["less_bn"]:
+            self._boost_warn_unprocessed_graph()
         self._boost_scale_state = []
         if self._boost_loss_scale is not None:
             settings = self._boost_loss_scale
@@ -101,6 +104,20 @@ class BoostModel(keras.Model):
                 ),
             ]
 
+    def _boost_warn_unprocessed_graph(self):
+        from keras_boost.surgery import find_less_bn
+
+        removable = find_less_bn(self).num_removed
+        if removable:
+            warnings.warn(
+                f"BoostModel(boost_level={self.boost_level!r}) trains the graph it is "
+                f"given, but LessBN would remove {removable} BatchNormalization "
+                "layer(s) from it: build it with BoostModel.from_model(model, "
+                "boost_level=...) (or boost.LessBN(model) first) to apply the surgery.",
+                NoEffectWarning,
+                stacklevel=3,
+            )
+
     @classmethod
     def from_model(
         cls, model, boost_level="O0", boost_config_dict=None, loss_scale="auto",
@@ -111,7 +128,9 @@ class BoostModel(keras.Model):
         The new model shares its layers and weights with `model` (as
         `keras.Model(model.inputs, model.outputs)` does): training it trains
         `model`'s weights. Clone first (`keras.models.clone_model`) for an
-        independent copy.
+        independent copy. When the level enables LessBN, the surgery runs
+        first (`AutoBoost.network_auto_process_model`), which copies the
+        weights into a new graph: `model` is then left untouched.
 
         Args:
             model: a built `keras.Model`.
@@ -121,6 +140,9 @@ class BoostModel(keras.Model):
             name: name of the new model (default: `model.name + "_boost"`).
         """
         auto_boost.check_model(model)
+        boost = auto_boost.AutoBoost(boost_level, boost_config_dict)
+        if boost.config["boost"]["less_bn"] and isinstance(model, keras.Model):
+            model = boost.network_auto_process_model(model)
         try:
             inputs, outputs = model.inputs, model.outputs
         except (AttributeError, ValueError):
@@ -137,7 +159,7 @@ class BoostModel(keras.Model):
                 shape = tuple(shapes[0])[1:]
             inputs = keras.Input(shape=tuple(shape))
             outputs = model(inputs)
-        return cls(
+        boosted = cls(
             inputs=inputs,
             outputs=outputs,
             boost_level=boost_level,
@@ -145,6 +167,10 @@ class BoostModel(keras.Model):
             loss_scale=loss_scale,
             name=name or f"{model.name}_boost",
         )
+        report = getattr(model, "less_bn_report", None)
+        if report is not None:
+            boosted.less_bn_report = report  # what LessBN removed, to print
+        return boosted
 
     # --- configuration seen by the step -------------------------------------
 
@@ -215,9 +241,14 @@ class BoostModel(keras.Model):
         freeze = self._boost_freeze_optimizer()
         return None if freeze is None else freeze.freeze_step
 
-    def _boost_prepare_freeze(self):
-        """Hands the schedule to the model: groups by layer structure, host-side
-        dispatch. Idempotent; runs before the optimizer is built."""
+    def _boost_prepare(self):
+        """Takes over what the optimizer chain cannot do alone: the model
+        surgery check and the freeze schedule (groups by layer structure,
+        host-side dispatch). Idempotent; runs before the optimizer is built.
+        Returns the FreezeOptimizer, or None."""
+        wrapper = find_in_chain(self.optimizer, BoostOptimizer)
+        if wrapper is not None:
+            wrapper.model_surgery_handled = True  # see _boost_warn_unprocessed_graph
         freeze = self._boost_freeze_optimizer()
         if freeze is None:
             if self._auto_boost.config["boost"]["grad_freeze"]:
@@ -257,12 +288,12 @@ class BoostModel(keras.Model):
 
     def _symbolic_build(self, *args, **kwargs):
         if getattr(self, "optimizer", None) is not None:
-            self._boost_prepare_freeze()
+            self._boost_prepare()
         return super()._symbolic_build(*args, **kwargs)
 
     def make_train_function(self, force=False):
         self._boost_check_optimizer()
-        freeze = self._boost_prepare_freeze()
+        freeze = self._boost_prepare()
         if self.optimizer is not None and not self.optimizer.built and self.built:
             # The step may apply only an inner optimizer (it bypasses a
             # LossScaleOptimizer); build the whole chain now so that its

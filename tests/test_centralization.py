@@ -129,13 +129,29 @@ def test_wrapper_passes_settings_through_and_serializes():
 
 def test_config_gc_flag_wraps_innermost():
     config = {"boost": {"mode": "manual", "grad_freeze": False}}
-    with pytest.warns(boost.NoEffectWarning):
-        opt = boost.wrap(keras.optimizers.SGD(), "O1", config)
+    opt = boost.wrap(keras.optimizers.SGD(), "O1", config)
     assert isinstance(opt.inner_optimizer, boost.GradientCentralization)
     config["less_bn"] = {"gc_flag": False}
-    with pytest.warns(boost.NoEffectWarning):
-        opt = boost.wrap(keras.optimizers.SGD(), "O1", config)
+    opt = boost.wrap(keras.optimizers.SGD(), "O1", config)
     assert isinstance(opt.inner_optimizer, keras.optimizers.SGD)
+
+
+def test_wrap_with_less_bn_warns_when_no_model_does_the_surgery():
+    import warnings
+
+    config = {"boost": {"mode": "manual", "grad_freeze": False}}
+    inputs = keras.Input((4,))
+    outputs = keras.layers.Dense(2)(inputs)
+    plain = keras.Model(inputs, outputs)
+    plain.compile(optimizer=boost.wrap(keras.optimizers.SGD(), "O1", config), loss="mse")
+    x, y = np.ones((4, 4), "float32"), np.ones((4, 2), "float32")
+    with pytest.warns(boost.NoEffectWarning, match="the BatchNormalization removal does not"):
+        plain.train_on_batch(x, y)
+    boosted = boost.BoostModel.from_model(keras.Model(inputs, outputs), "O1", config)
+    boosted.compile(optimizer=boost.wrap(keras.optimizers.SGD(), "O1", config), loss="mse")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", boost.NoEffectWarning)
+        boosted.train_on_batch(x, y)
 
 
 def test_rejects_non_optimizers():

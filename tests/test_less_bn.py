@@ -490,10 +490,21 @@ def test_autoboost_subclassed_model_error_says_how_to_switch_less_bn_off():
         boost.AutoBoost("O1", MANUAL_O1).network_auto_process_train(model, keras.optimizers.SGD())
 
 
-def test_wrap_with_less_bn_applies_gc_and_warns_that_the_surgery_needs_the_model():
-    with pytest.warns(boost.NoEffectWarning, match="network_auto_process_train"):
-        opt = boost.wrap(keras.optimizers.SGD(), "O1", MANUAL_O1)
+def test_wrap_with_less_bn_applies_gc():
+    # The warning that the surgery needs a model: test_centralization.py.
+    opt = boost.wrap(keras.optimizers.SGD(), "O1", MANUAL_O1)
     assert isinstance(opt.inner_optimizer, boost.GradientCentralization)
+
+
+def test_from_model_applies_the_surgery_and_direct_construction_warns():
+    config = {"boost": {"mode": "manual", "grad_freeze": False}}
+    original = residual_cnn(seed=0)
+    boosted = boost.BoostModel.from_model(original, boost_level="O1", boost_config_dict=config)
+    assert boosted.less_bn_report.num_removed == 5
+    assert sum(isinstance(l, keras.layers.BatchNormalization) for l in boosted.layers) == 4
+    assert sum(isinstance(l, keras.layers.BatchNormalization) for l in original.layers) == 9
+    with pytest.warns(boost.NoEffectWarning, match="LessBN would remove 5 BatchNormalization"):
+        residual_cnn(seed=0, model_cls=boost.BoostModel, boost_level="O1", boost_config_dict=config)
 
 
 def test_boost_model_keeps_its_class_and_level():

@@ -76,6 +76,20 @@ class BoostOptimizer(OptimizerWrapper):
         chain = optimizer if chain_built else build_optimizer_chain(optimizer, resolved.config)
         super().__init__(chain, name=name or "boost_optimizer")
         self._auto_boost = resolved
+        # BoostModel sets this: it applies (or reports) the model surgery.
+        self.model_surgery_handled = False
+
+    def _build_own(self, var_list):
+        if self.boost_config["boost"]["less_bn"] and not self.model_surgery_handled:
+            warnings.warn(
+                "less_bn is on, but this optimizer only sees the gradients: gradient "
+                "centralization (gc_flag) applies, the BatchNormalization removal does "
+                "not. Use BoostModel.from_model(model, boost_level=...), "
+                "AutoBoost(level, config).network_auto_process_train(model, optimizer) "
+                "or boost.LessBN(model) for the model surgery.",
+                NoEffectWarning,
+                stacklevel=4,
+            )
 
     @property
     def boost_level(self):
