@@ -174,3 +174,23 @@ def test_from_model_errors():
         boost.BoostModel.from_model(Subclassed())
     with pytest.raises(TypeError, match="must be a keras.Model"):
         boost.BoostModel.from_model(keras.layers.Dense(3))
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="inspects a TF graph")
+def test_o0_float32_step_traces_to_the_same_ops_as_keras():
+    import collections
+
+    import tensorflow as tf
+
+    def op_counts(model):
+        model.compile(optimizer=keras.optimizers.SGD(0.1, momentum=0.9), loss="mse", metrics=["mae"])
+        model.optimizer.build(model.trainable_variables)
+        spec = (tf.TensorSpec((8, 5), "float32"), tf.TensorSpec((8, 3), "float32"))
+        graph = tf.function(model.train_step).get_concrete_function(spec).graph
+        return collections.Counter(op.type for op in graph.get_operations())
+
+    plain = op_counts(keras.Model(*dense_graph()))
+    boosted = op_counts(boost.BoostModel(*dense_graph()))
+    assert boosted == plain
+    scaled = op_counts(boost.BoostModel(*dense_graph(), loss_scale="dynamic"))
+    assert scaled != plain  # the check can fail: loss scaling does add ops
