@@ -49,6 +49,20 @@ _DEFAULTS = {"updates": 12, "epochs": 3}
 _QUICK = {"updates": 4, "epochs": 2}
 
 
+
+class _EpochTimes(keras.callbacks.Callback):
+    """Wall time of every epoch, in seconds."""
+
+    def __init__(self):
+        super().__init__()
+        self.times = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.times.append(time.perf_counter() - self._start)
+
 def _rss_mb():
     """Current resident set size (MB), from /proc (Linux)."""
     try:
@@ -95,18 +109,11 @@ def _child_single(mode, updates, epochs):
     )
     rss_before = _rss_mb()
     peak_before = _peak_rss_mb()
-    times = []
-
-    class Timer(keras.callbacks.Callback):
-        def on_epoch_begin(self, epoch, logs=None):
-            self.t = time.perf_counter()
-
-        def on_epoch_end(self, epoch, logs=None):
-            times.append(time.perf_counter() - self.t)
+    timer = _EpochTimes()
 
     model.fit(x, y, batch_size=batch, epochs=epochs, shuffle=False, verbose=0,
-              callbacks=[Timer()])
-    timed = times[1:] or times
+              callbacks=[timer])
+    timed = timer.times[1:] or timer.times
     return {
         "mode": mode,
         "backend": keras.backend.backend(),
@@ -115,7 +122,7 @@ def _child_single(mode, updates, epochs):
         "samples_per_epoch": n,
         "updates_per_epoch": updates,
         "iterations": int(keras.ops.convert_to_numpy(model.optimizer.iterations)),
-        "epoch_seconds": times,
+        "epoch_seconds": timer.times,
         "samples_per_s": n / statistics.median(timed),
         "rss_before_training_mb": rss_before,
         "peak_rss_before_training_mb": peak_before,
@@ -183,16 +190,9 @@ def _child_mirrored(updates, epochs):
                 return hook(grads_and_vars)
 
             inner._all_reduce_sum_gradients = counted
-        times = []
+        timer = _EpochTimes()
 
-        class Timer(keras.callbacks.Callback):
-            def on_epoch_begin(self, epoch, logs=None):
-                self.t = time.perf_counter()
-
-            def on_epoch_end(self, epoch, logs=None):
-                times.append(time.perf_counter() - self.t)
-
-        model.fit(ds, epochs=epochs, verbose=0, callbacks=[Timer()])
+        model.fit(ds, epochs=epochs, verbose=0, callbacks=[timer])
         micro_steps = epochs * (n // MICRO)
         update_count = int(inner.iterations.numpy())
         counts = {
@@ -200,7 +200,7 @@ def _child_mirrored(updates, epochs):
             for name, v in counters.items()
         }
         grad_bytes = sum(int(np.prod(v.shape)) * 4 for v in model.trainable_variables)
-        timed = times[1:] or times
+        timed = timer.times[1:] or timer.times
         results[mode] = {
             "global_micro_batch": MICRO,
             "max_accumulation_step": K if mode == "accum" else 1,
@@ -212,7 +212,7 @@ def _child_mirrored(updates, epochs):
             "all_reduced_bytes_per_replica": counts["gradient_all_reduce"][0] * grad_bytes,
             "all_reduced_bytes_per_sample": counts["gradient_all_reduce"][0]
             * grad_bytes / (micro_steps * MICRO),
-            "epoch_seconds": times,
+            "epoch_seconds": timer.times,
             "samples_per_s": n / statistics.median(timed),
         }
     return {"n_replicas": N_REPLICAS, "gradient_bytes": grad_bytes, **results}
