@@ -50,18 +50,27 @@ _QUICK = {"updates": 4, "epochs": 2}
 
 
 
-class _EpochTimes(keras.callbacks.Callback):
-    """Wall time of every epoch, in seconds."""
+def _epoch_timer():
+    """A callback recording the wall time of every epoch in `.times`.
 
-    def __init__(self):
-        super().__init__()
-        self.times = []
+    Built on call: keras is imported only inside the child processes, after
+    they set up their devices.
+    """
+    import keras
 
-    def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.perf_counter()
+    class EpochTimes(keras.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.times = []
 
-    def on_epoch_end(self, epoch, logs=None):
-        self.times.append(time.perf_counter() - self._start)
+        def on_epoch_begin(self, epoch, logs=None):
+            self._start = time.perf_counter()
+
+        def on_epoch_end(self, epoch, logs=None):
+            self.times.append(time.perf_counter() - self._start)
+
+    return EpochTimes()
+
 
 def _rss_mb():
     """Current resident set size (MB), from /proc (Linux)."""
@@ -109,7 +118,7 @@ def _child_single(mode, updates, epochs):
     )
     rss_before = _rss_mb()
     peak_before = _peak_rss_mb()
-    timer = _EpochTimes()
+    timer = _epoch_timer()
 
     model.fit(x, y, batch_size=batch, epochs=epochs, shuffle=False, verbose=0,
               callbacks=[timer])
@@ -190,7 +199,7 @@ def _child_mirrored(updates, epochs):
                 return hook(grads_and_vars)
 
             inner._all_reduce_sum_gradients = counted
-        timer = _EpochTimes()
+        timer = _epoch_timer()
 
         model.fit(ds, epochs=epochs, verbose=0, callbacks=[timer])
         micro_steps = epochs * (n // MICRO)
