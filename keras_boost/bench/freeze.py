@@ -27,12 +27,12 @@ KERAS_BACKEND=jax python -m keras_boost.bench.freeze --output freeze_jax.json
 import argparse
 import json
 import statistics
-import time
 
 import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.bench.harness import AccuracyClock
 from keras_boost.bench.overhead import environment
 from keras_boost.bench.overhead import make_data
 from keras_boost.bench.overhead import time_fit
@@ -107,26 +107,6 @@ def step_times(args, groups_count=10):
     }
 
 
-class _EpochClock(keras.callbacks.Callback):
-    """Wall time since `fit` began and test accuracy, after every epoch."""
-
-    def __init__(self, x_test, y_test):
-        super().__init__()
-        self.x_test, self.y_test, self.points = x_test, y_test, []
-
-    def on_train_begin(self, logs=None):
-        self.start = time.perf_counter()
-        self.eval_seconds = 0.0
-
-    def on_epoch_end(self, epoch, logs=None):
-        begin = time.perf_counter()
-        logits = self.model.predict(self.x_test, batch_size=500, verbose=0)
-        accuracy = float(np.mean(np.argmax(logits, -1) == self.y_test))
-        self.eval_seconds += time.perf_counter() - begin
-        # Evaluation is bookkeeping, not training: excluded from the clock.
-        self.points.append((time.perf_counter() - self.start - self.eval_seconds, accuracy))
-
-
 def accuracy_run(level, seed, args):
     (x, y), (x_test, y_test) = mnist_data()
     template = residual_cnn(seed=seed)
@@ -134,12 +114,12 @@ def accuracy_run(level, seed, args):
     model = residual_cnn(seed=seed, model_cls=boost.BoostModel, boost_level=level, boost_config_dict=config)
     copy_weights(template, model)
     model.compile(optimizer=boost.wrap(sgd(), level, config), loss=LOSS)
-    clock = _EpochClock(x_test, y_test)
+    clock = AccuracyClock(x_test, y_test)
     keras.utils.set_random_seed(seed)  # same shuffling for both levels
     model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, verbose=0, callbacks=[clock])
-    reached = next((t for t, a in clock.points if a >= args.target), None)
-    return {"level": level, "seed": seed, "curve": clock.points,
-            "time_to_target": reached, "final_accuracy": clock.points[-1][1]}
+    reached = next((t for t, a in clock.curve if a >= args.target), None)
+    return {"level": level, "seed": seed, "curve": clock.curve,
+            "time_to_target": reached, "final_accuracy": clock.curve[-1][1]}
 
 
 def accuracy_runs(args):

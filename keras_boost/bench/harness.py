@@ -123,12 +123,12 @@ def variant_spec(name):
     raise ValueError(f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS)}.")
 
 
-class _AccuracyClock(keras.callbacks.Callback):
+class AccuracyClock(keras.callbacks.Callback):
     """Training wall time (evaluation excluded) and test accuracy per epoch."""
 
-    def __init__(self, x_test, y_test, batch_size):
+    def __init__(self, x_test, y_test):
         super().__init__()
-        self.x_test, self.y_test, self.batch_size = x_test, y_test, batch_size
+        self.x_test, self.y_test = x_test, y_test
         self.curve, self.epoch_seconds = [], []
 
     def on_train_begin(self, logs=None):
@@ -180,7 +180,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
             if variant == "adasum" or (level == "O2"):
                 record["note"] = "one replica: AdaSum has nothing to combine"
         model.compile(optimizer=optimizer, loss=LOSS)
-        clock = _AccuracyClock(x_test, y_test, workload.batch_size)
+        clock = AccuracyClock(x_test, y_test)
         keras.utils.set_random_seed(seed)  # same shuffling for every variant
         start = time.perf_counter()
         model.fit(x, y, batch_size=workload.batch_size, epochs=epochs, verbose=0, callbacks=[clock])

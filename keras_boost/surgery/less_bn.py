@@ -252,12 +252,9 @@ def _all_bns(model):
 
 
 def _check_model(model):
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"LessBN expects a keras.Model (Keras 3), got "
-            f"{type(model).__module__}.{type(model).__name__}."
-        )
-    if not isinstance(model, (Functional, keras.Sequential)):
+    from keras_boost.auto_boost import check_model
+
+    if isinstance(model, keras.Model) and not isinstance(model, (Functional, keras.Sequential)):
         raise TypeError(
             f"LessBN needs a Functional or Sequential model, got the subclassed model "
             f"{model.name!r} ({type(model).__name__}): its call() is Python code with no layer "
@@ -265,11 +262,7 @@ def _check_model(model):
             "(keras.Input -> layers -> keras.Model(inputs, outputs)) and pass that, or drop "
             "the BatchNormalization layers in your own code."
         )
-    if not model.built:
-        raise ValueError(
-            f"LessBN needs a built model; {model.name!r} is not built. Create it from "
-            "keras.Input or call it on data first."
-        )
+    check_model(model, where="LessBN's model")
     if isinstance(model, keras.Sequential) and not model.inputs:
         raise ValueError(
             f"Sequential model {model.name!r} has no input spec; start it with keras.Input(...)."
