@@ -8,21 +8,20 @@ step.
 
 import copy
 import json
+import warnings
 
 import keras
+from keras.src.models.functional import Functional
 
 from keras_boost import config as config_lib
-from keras_boost.errors import not_implemented
-
-# Algorithms that exist in this version. An enabled algorithm outside this set
-# raises NotImplementedError where it is requested, never a silent no-op.
-IMPLEMENTED = frozenset({"grad_accumulation", "grad_freeze", "less_bn"})
-
-
-def check_implemented(config):
-    missing = [a for a in config_lib.enabled_algorithms(config) if a not in IMPLEMENTED]
-    if missing:
-        raise not_implemented(missing)
+from keras_boost.config import check_implemented
+from keras_boost.errors import NoEffectWarning
+from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.optimizers.centralization import exclude_grouped_kernels
+from keras_boost.surgery.less_bn import REPORT_ATTR
+from keras_boost.surgery.less_bn import LessBN
+from keras_boost.validation import check_model
+from keras_boost.validation import check_optimizer
 
 
 class AutoBoost:
@@ -80,9 +79,6 @@ class AutoBoost:
         validated before anything is built, so nothing is half-applied.
         """
         check_model(model)
-        from keras_boost.optimizers.base import check_optimizer
-        from keras_boost.optimizers.boost_optimizer import BoostOptimizer
-
         check_optimizer(optimizer)
         check_implemented(self._config)
         original = model
@@ -91,6 +87,7 @@ class AutoBoost:
             optimizer = _optimizer_for(optimizer, original, model)
         # gc_flag adds GradientCentralization innermost in BoostOptimizer's chain.
         optimizer = BoostOptimizer(optimizer, self._level, self._config)
+        optimizer.model_surgery_handled = True  # done just above
         return model, optimizer
 
     def network_auto_process_model(self, model):
@@ -101,12 +98,19 @@ class AutoBoost:
         """
         check_model(model)
         check_implemented(self._config)
-        from keras_boost.surgery.less_bn import REPORT_ATTR
-
         if not self._config["boost"]["less_bn"] or getattr(model, REPORT_ATTR, None) is not None:
             return model  # off, or LessBN already applied
-        from keras_boost.optimizers.centralization import exclude_grouped_kernels
-
+        if not _has_layer_graph(model):
+            warnings.warn(
+                f"less_bn: {model.name!r} is a subclassed model ({type(model).__name__}), "
+                "whose call() has no layer graph to match, so no BatchNormalization is "
+                "removed (gradient centralization still applies through the optimizer). "
+                "Build it with the functional API to get the surgery.",
+                NoEffectWarning,
+                stacklevel=3,
+            )
+            exclude_grouped_kernels(model)
+            return model
         model = _less_bn(model, self._config["less_bn"]["fn_flag"])
         exclude_grouped_kernels(model)
         return model
@@ -124,16 +128,16 @@ class AutoBoost:
         check_model(model)
         check_implemented(self._config)
         if self._config["boost"]["less_bn"]:
-            from keras_boost.surgery.less_bn import REPORT_ATTR
-
-            if getattr(model, REPORT_ATTR, None) is None:
+            if getattr(model, REPORT_ATTR, None) is None and _has_layer_graph(model):
                 model = _less_bn(model, self._config["less_bn"]["fn_flag"])
         return model
 
 
-def _less_bn(model, fn_flag):
-    from keras_boost.surgery.less_bn import LessBN
+def _has_layer_graph(model):
+    return isinstance(model, (Functional, keras.Sequential))
 
+
+def _less_bn(model, fn_flag):
     try:
         return LessBN(model, fn_flag=fn_flag)
     except TypeError as error:
@@ -153,8 +157,6 @@ def _optimizer_for(optimizer, old_model, new_model):
     are mapped to the new model's variables by path.
     """
     if optimizer.built:
-        import warnings
-
         warnings.warn(
             f"The optimizer {optimizer.name!r} was already built (it holds state for the "
             "original model's variables); LessBN made a new model, so it is re-created from "
@@ -174,35 +176,26 @@ def _optimizer_for(optimizer, old_model, new_model):
     return optimizer
 
 
-def check_model(model, where="model"):
-    """Raises unless `model` is a built Keras 3 model."""
-    if not isinstance(model, keras.Model):
-        raise TypeError(
-            f"{where} must be a keras.Model (Keras 3), got "
-            f"{type(model).__module__}.{type(model).__name__}."
-        )
-    if not model.built:
-        raise ValueError(
-            f"{where} {model.name!r} is not built: call it on data or use "
-            "keras.Input so that its variables exist."
-        )
-    return model
-
-
-def wrap(optimizer, level="O0", boost_config_dict=None):
+def wrap(optimizer, level=None, boost_config_dict=None):
     """Wraps `optimizer` with the optimizer-level algorithms of a boost config.
 
-    The result is a `keras.optimizers.Optimizer` usable on any Keras model and
-    recognised by `BoostModel`, which also runs the train-step-level
-    algorithms of the same config.
+    The result is a `keras.optimizers.Optimizer` usable on any Keras model.
+    A `BoostModel` compiled with it also runs the train-step-level algorithms
+    of the same config. Without a level it is `"O0"` on a plain model and
+    follows the level of the `BoostModel` it is compiled with (a `BoostModel`
+    wraps a plain optimizer by itself, so `wrap` is only needed there to set
+    a config in one place).
+
+    Args:
+        optimizer: a `keras.optimizers.Optimizer` instance.
+        level: `"O0"`, `"O1"`, `"O2"`, or None (see above).
+        boost_config_dict: `None`, a dict or a JSON file path.
 
     Example:
 
     ```python
-    model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1), "O0"),
+    model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1), "O1"),
                   loss="sparse_categorical_crossentropy")
     ```
     """
-    from keras_boost.optimizers.boost_optimizer import BoostOptimizer
-
     return BoostOptimizer(optimizer, level, boost_config_dict)

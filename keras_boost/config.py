@@ -1,6 +1,7 @@
 """Boost configuration: level presets, modes and per-section schemas.
 
-This module depends on nothing but the standard library. It turns a boost
+This module depends on nothing but the standard library (and
+`keras_boost.errors`, which has no imports). It turns a boost
 level (`"O0"`, `"O1"`, `"O2"`) and an optional MindSpore-style config dict (or
 the path of a JSON file holding one) into a fully resolved, validated dict.
 
@@ -17,6 +18,8 @@ import json
 import math
 import os
 import warnings
+
+from keras_boost.errors import not_implemented
 
 LEVELS = ("O0", "O1", "O2")
 MODES = ("auto", "manual", "enable_all", "disable_all")
@@ -298,3 +301,33 @@ _DIM_REDUCE_OK = ("dim_reduce", "grad_accumulation", "loss_scale_group")
 def enabled_algorithms(config):
     """Names of the algorithms switched on in a resolved config, in order."""
     return [name for name in ALGORITHMS if config["boost"][name]]
+
+
+# Algorithms that exist in this version. An enabled algorithm outside this set
+# raises NotImplementedError where it is requested, never a silent no-op.
+IMPLEMENTED = frozenset({"grad_accumulation", "grad_freeze", "less_bn"})
+
+
+def check_implemented(config):
+    """Raises `NotImplementedError` when `config` enables a missing algorithm."""
+    missing = [a for a in enabled_algorithms(config) if a not in IMPLEMENTED]
+    if missing:
+        raise not_implemented(missing)
+
+
+def check_grad_freeze_values(values):
+    """Validates a `grad_freeze` section-like dict (plus an optional `seed`).
+
+    Returns a new dict with the schema's defaults filled in.
+    """
+    checked = {}
+    for key, (default, check) in SCHEMA["grad_freeze"].items():
+        checked[key] = check(f"grad_freeze.{key}", values[key]) if key in values else default
+    unknown = set(values) - set(SCHEMA["grad_freeze"]) - {"seed"}
+    if unknown:
+        raise _unknown("key of section 'grad_freeze'", sorted(unknown)[0], SCHEMA["grad_freeze"])
+    seed = values.get("seed")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed must be an int or None, got {seed!r}.")
+    checked["seed"] = seed
+    return checked

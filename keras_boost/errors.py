@@ -1,5 +1,7 @@
 """Warnings and errors shared by every keras_boost algorithm."""
 
+import contextlib
+
 
 class NoEffectWarning(UserWarning):
     """An enabled algorithm found nothing to act on (e.g. LessBN matched no BN)."""
@@ -15,3 +17,24 @@ def not_implemented(names):
         '{"boost": {"mode": "manual", ' + ", ".join(f'"{n}": false' for n in names)
         + "}} or use level 'O0'."
     )
+
+
+@contextlib.contextmanager
+def reraise_with_context(doing):
+    """Re-raises an error from TF/JAX/torch internals with what keras_boost was doing.
+
+    The error keeps its type (callers' `except ValueError` still work) and
+    chains the original; errors already carrying keras_boost context pass
+    through unchanged.
+    """
+    try:
+        yield
+    except (ValueError, TypeError, RuntimeError) as error:
+        message = str(error)
+        if "keras_boost" in message or type(error).__module__.startswith("keras_boost"):
+            raise
+        try:
+            wrapped = type(error)(f"keras_boost: while {doing}: {message}")
+        except Exception:  # an exception type with another constructor
+            raise error from None
+        raise wrapped from error

@@ -18,16 +18,24 @@ import warnings
 import keras
 from keras.src.trainers.data_adapters import data_adapter_utils
 
-from keras_boost import auto_boost
 from keras_boost import backend as kb_backend
-from keras_boost import ops as kb_ops
+from keras_boost import config as config_lib
+from keras_boost.auto_boost import AutoBoost
 from keras_boost.errors import NoEffectWarning
+from keras_boost.errors import reraise_with_context
+from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
+from keras_boost.optimizers.accumulation import find_gradient_accumulation
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
-from keras_boost.optimizers.accumulation import find_gradient_accumulation
+from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
+from keras_boost.optimizers.freeze import DEFAULT_TABLE_STEPS
 from keras_boost.optimizers.freeze import FreezeOptimizer
+from keras_boost.surgery import find_less_bn
+from keras_boost.validation import check_model
+from keras_boost.validation import check_optimizer
+from keras_boost.validation import has_custom_train_step
 
 
 def _uses_float16(model):
@@ -35,14 +43,26 @@ def _uses_float16(model):
     return any(p.compute_dtype == "float16" for p in policies)
 
 
+def _graph_io(model):
+    """The input and output structures (dicts, lists or tensors) of a graph model."""
+    if isinstance(model, keras.Sequential):
+        return model.inputs[0], model.outputs[0]
+    try:
+        return model.input, model.output
+    except (AttributeError, ValueError):
+        return None, None
+
+
 @keras.saving.register_keras_serializable(package="keras_boost")
 class BoostModel(keras.Model):
     """A functional Keras model trained with keras_boost's train step.
 
     Build it like a functional `keras.Model`, or wrap an existing built
-    model with `BoostModel.from_model(model)`. Then `compile` and `fit` as
-    usual; `fit` logs `loss_scale` and `overflow` when dynamic loss scaling
-    is on.
+    model with `BoostModel.from_model(model)`. Then `compile` with any Keras
+    optimizer and `fit` as usual: `compile` wraps the optimizer in the
+    level's chain itself (`boost.wrap` is not needed). `fit` logs
+    `loss_scale` and `overflow` when dynamic loss scaling is on, and
+    `freeze_depth` with gradient freezing.
 
     Args:
         inputs, outputs: as for a functional `keras.Model`.
@@ -59,8 +79,8 @@ class BoostModel(keras.Model):
     inputs = keras.Input((28, 28, 1))
     x = keras.layers.Conv2D(16, 3, activation="relu")(inputs)
     outputs = keras.layers.Dense(10)(keras.layers.GlobalAveragePooling2D()(x))
-    model = boost.BoostModel(inputs, outputs, boost_level="O0")
-    model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1)),
+    model = boost.BoostModel(inputs, outputs, boost_level="O1")
+    model.compile(optimizer=keras.optimizers.SGD(0.1),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(x_train, y_train, epochs=1)
     ```
@@ -70,8 +90,8 @@ class BoostModel(keras.Model):
         self, *args, boost_level="O0", boost_config_dict=None, loss_scale="auto", **kwargs
     ):
         # Validate everything before building anything.
-        boost = auto_boost.AutoBoost(boost_level, boost_config_dict)
-        auto_boost.check_implemented(boost.config)
+        boost = AutoBoost(boost_level, boost_config_dict)
+        config_lib.check_implemented(boost.config)
         if not (args or "inputs" in kwargs):
             raise TypeError(
                 "BoostModel is built with the functional constructor, "
@@ -82,31 +102,11 @@ class BoostModel(keras.Model):
         self._auto_boost = boost
         self._boost_loss_scale = resolve_loss_scale(loss_scale, _uses_float16(self))
         self._boost_loss_scale_arg = loss_scale
+        self._boost_depth = 0
         if boost.config["boost"]["less_bn"]:
             self._boost_warn_unprocessed_graph()
-        self._boost_scale_state = []
-        if self._boost_loss_scale is not None:
-            settings = self._boost_loss_scale
-            self._boost_scale_state = [
-                self.add_weight(
-                    shape=(),
-                    dtype="float32",
-                    initializer=keras.initializers.Constant(settings.initial_scale),
-                    trainable=False,
-                    name="loss_scale",
-                ),
-                self.add_weight(
-                    shape=(),
-                    dtype="int32",
-                    initializer="zeros",
-                    trainable=False,
-                    name="loss_scale_good_steps",
-                ),
-            ]
 
     def _boost_warn_unprocessed_graph(self):
-        from keras_boost.surgery import find_less_bn
-
         removable = find_less_bn(self).num_removed
         if removable:
             warnings.warn(
@@ -126,11 +126,18 @@ class BoostModel(keras.Model):
         """Wraps a built Keras model (functional, Sequential or subclassed).
 
         The new model shares its layers and weights with `model` (as
-        `keras.Model(model.inputs, model.outputs)` does): training it trains
+        `keras.Model(model.input, model.output)` does): training it trains
         `model`'s weights. Clone first (`keras.models.clone_model`) for an
-        independent copy. When the level enables LessBN, the surgery runs
-        first (`AutoBoost.network_auto_process_model`), which copies the
-        weights into a new graph: `model` is then left untouched.
+        independent copy. When the level enables LessBN and the surgery finds
+        something to change, it runs first
+        (`AutoBoost.network_auto_process_model`), which copies the weights
+        into a new graph: `model` is then left untouched.
+
+        A model whose class defines its own `train_step` (a VAE, a GAN) is
+        refused: BoostModel's step would replace it. Compile such a model
+        with `boost.wrap(optimizer, level)` instead; the optimizer-level
+        algorithms (gradient centralization, freezing, accumulation) apply
+        there.
 
         Args:
             model: a built `keras.Model`.
@@ -139,15 +146,22 @@ class BoostModel(keras.Model):
                 a subclassed model built without a recorded input shape.
             name: name of the new model (default: `model.name + "_boost"`).
         """
-        auto_boost.check_model(model)
-        boost = auto_boost.AutoBoost(boost_level, boost_config_dict)
-        if boost.config["boost"]["less_bn"] and isinstance(model, keras.Model):
+        check_model(model)
+        if has_custom_train_step(model) and not isinstance(model, BoostModel):
+            raise TypeError(
+                f"{type(model).__name__} {model.name!r} defines its own train_step, which "
+                "BoostModel's train step would replace. Keep the model and compile it "
+                f"with optimizer=boost.wrap(optimizer, {boost_level!r}): gradient "
+                "centralization, freezing and accumulation act through the optimizer "
+                "(call self.optimizer.scale_loss(loss) in your train_step for loss "
+                "scaling); the pruned backward pass of freezing and the all-replica "
+                "overflow check need BoostModel's train_step."
+            )
+        boost = AutoBoost(boost_level, boost_config_dict)
+        if boost.config["boost"]["less_bn"]:
             model = boost.network_auto_process_model(model)
-        try:
-            inputs, outputs = model.inputs, model.outputs
-        except (AttributeError, ValueError):
-            inputs = outputs = None
-        if not inputs:
+        inputs, outputs = _graph_io(model)
+        if inputs is None:
             shape = input_shape
             if shape is None:
                 shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
@@ -188,37 +202,98 @@ class BoostModel(keras.Model):
         """The `DynamicLossScale` settings, or None when scaling is off."""
         return self._boost_loss_scale
 
-    def _boost_update_optimizer(self):
-        """The optimizer the step applies, and its offset in `optimizer.variables`.
+    # --- compile: the one place where the level meets the optimizer ---------
 
-        A `LossScaleOptimizer` (Keras wraps one automatically under
-        "mixed_float16") is bypassed: this model scales the loss itself, with
-        the finite check reduced over all replicas.
+    def compile(self, optimizer="rmsprop", *args, **kwargs):
+        """`keras.Model.compile`, with `optimizer` wrapped in this model's level.
+
+        Any Keras optimizer (or its name) is wrapped once in the optimizer
+        chain of `boost_level` / `boost_config_dict` (and in dynamic loss
+        scaling when it is on). A `boost.wrap(optimizer)` without a level
+        follows the model; one with a different explicit level or config
+        raises `ValueError`. Keras' `LossScaleOptimizer` is refused: this
+        model scales the loss itself, with the overflow check over all
+        replicas (pass `loss_scale=boost.DynamicLossScale(...)` instead).
         """
-        optimizer = self.optimizer
-        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
-            if self._boost_loss_scale is None:
-                raise ValueError(
-                    "BoostModel does its own loss scaling: pass "
-                    "loss_scale='dynamic' (or a boost.DynamicLossScale) to "
-                    "BoostModel instead of wrapping the optimizer in "
-                    "LossScaleOptimizer."
-                )
-            return optimizer.inner_optimizer, len(optimizer._variables)
-        return optimizer, 0
+        optimizer = self._boost_optimizer_for(optimizer)
+        freeze = find_in_chain(optimizer, FreezeOptimizer)
+        steps = kwargs.get("steps_per_execution", 1)
+        if freeze is not None and steps != 1:
+            raise ValueError(
+                "Gradient freezing picks a compiled train function per step; it needs "
+                f"steps_per_execution=1, got steps_per_execution={steps!r}. Compile with "
+                "steps_per_execution=1 or switch grad_freeze off."
+            )
+        if self._boost_loss_scale is not None:
+            # The chain scales the loss; Keras must not add a LossScaleOptimizer.
+            kwargs["auto_scale_loss"] = False
+        if freeze is not None:
+            freeze.drive_from_model(self._boost_freeze_groups(freeze))
+        optimizer.model_surgery_handled = True  # see _boost_warn_unprocessed_graph
+        super().compile(optimizer, *args, **kwargs)
 
-    def _boost_check_optimizer(self):
-        optimizer, _ = self._boost_update_optimizer()
-        if isinstance(optimizer, BoostOptimizer):
-            default = auto_boost.AutoBoost().config
-            mine = self._auto_boost.config
-            theirs = optimizer.boost_config
-            if mine != default and theirs != default and mine != theirs:
-                raise ValueError(
-                    f"BoostModel(boost_level={self.boost_level!r}) was compiled with "
-                    f"boost.wrap(..., {optimizer.boost_level!r}) and a different "
-                    "config; set the level and config in one place."
-                )
+    def compile_from_config(self, config):
+        # Keras skips re-compiling a model whose compile() is overridden:
+        # do what Keras' own version does, through this compile().
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if getattr(self, "optimizer", None) is not None and self.built:
+            self.optimizer.build(self.trainable_variables)
+
+    def _boost_optimizer_for(self, optimizer):
+        optimizer = keras.optimizers.get(optimizer)
+        if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+            raise ValueError(
+                f"BoostModel {self.name!r} scales the loss itself (the overflow check runs "
+                "over all replicas): compile it with the inner optimizer "
+                f"({optimizer.inner_optimizer.name!r}) instead of a LossScaleOptimizer, and "
+                "set the scaling with BoostModel(..., loss_scale=boost.DynamicLossScale("
+                "initial_scale=...)) or loss_scale='dynamic'."
+            )
+        check_optimizer(optimizer)
+        if not isinstance(optimizer, BoostOptimizer):
+            return BoostOptimizer(
+                optimizer, self.boost_level, self.boost_config, loss_scale=self._boost_loss_scale
+            )
+        if optimizer.boost_level is not None and (
+            optimizer.boost_level != self.boost_level
+            or optimizer.boost_config != self.boost_config
+        ):
+            raise ValueError(
+                f"BoostModel {self.name!r} has boost_level={self.boost_level!r} but was compiled "
+                f"with boost.wrap(..., {optimizer.boost_level!r}) and "
+                f"{'the same level with another' if optimizer.boost_level == self.boost_level else 'its'}"
+                " config; set the level and config in one place: BoostModel wraps a plain "
+                "optimizer itself, and boost.wrap(optimizer) without a level follows the model."
+            )
+        matches = optimizer.boost_level is not None and optimizer.loss_scale == self._boost_loss_scale
+        if matches:
+            return optimizer  # e.g. the saved chain, re-compiled by load_model
+        if optimizer.built or optimizer.user_optimizer is None:
+            raise ValueError(
+                f"The optimizer {optimizer.name!r} was already built for other boost settings "
+                f"(level {optimizer.boost_level!r}, loss scale {optimizer.loss_scale}) than "
+                f"BoostModel {self.name!r} (level {self.boost_level!r}, loss scale "
+                f"{self._boost_loss_scale}); compile with a fresh optimizer."
+            )
+        return BoostOptimizer(
+            optimizer.user_optimizer, self.boost_level, self.boost_config,
+            loss_scale=self._boost_loss_scale,
+        )
+
+    def _boost_freeze_groups(self, freeze):
+        """The freeze groups by layer structure, as indices into trainable_variables."""
+        spec = freeze.schedule_spec
+        if spec is None:
+            return None
+        n = spec["param_groups"]
+        groups = GradientFreeze(param_groups=n).split_parameters_groups(self, n)
+        positions = {id(v): i for i, v in enumerate(self.trainable_variables)}
+        return [[positions[id(v)] for v in g] for g in groups]
+
+    def _boost_scaler(self):
+        """The chain's DynamicLossScaleOptimizer, or None."""
+        return find_in_chain(getattr(self, "optimizer", None), DynamicLossScaleOptimizer)
 
     def _boost_trained_variables(self):
         """The variables this step differentiates and updates.
@@ -237,70 +312,27 @@ class BoostModel(keras.Model):
         """The FreezeOptimizer in the optimizer chain, or None."""
         return find_in_chain(getattr(self, "optimizer", None), FreezeOptimizer)
 
-    def _boost_freeze_counter(self):
-        freeze = self._boost_freeze_optimizer()
-        return None if freeze is None else freeze.freeze_step
-
-    def _boost_prepare(self):
-        """Takes over what the optimizer chain cannot do alone: the model
-        surgery check and the freeze schedule (groups by layer structure,
-        host-side dispatch). Idempotent; runs before the optimizer is built.
-        Returns the FreezeOptimizer, or None."""
-        wrapper = find_in_chain(self.optimizer, BoostOptimizer)
-        if wrapper is not None:
-            wrapper.model_surgery_handled = True  # see _boost_warn_unprocessed_graph
-        freeze = self._boost_freeze_optimizer()
-        if freeze is None:
-            if self._auto_boost.config["boost"]["grad_freeze"]:
-                raise ValueError(
-                    f"BoostModel(boost_level={self.boost_level!r}) enables gradient "
-                    "freezing: compile with optimizer=boost.wrap(optimizer, "
-                    f"{self.boost_level!r}) so that its schedule state is saved."
-                )
-            return None
-        if self.steps_per_execution > 1:
+    def _boost_check_compiled(self):
+        optimizer = getattr(self, "optimizer", None)
+        if optimizer is not None and not isinstance(optimizer, BoostOptimizer):
+            # Only reachable by assigning model.optimizer by hand.
             raise ValueError(
-                "Gradient freezing picks a compiled train function per step; it "
-                f"needs steps_per_execution=1, got {self.steps_per_execution}."
+                f"BoostModel {self.name!r}: model.optimizer was replaced after compile by "
+                f"{type(optimizer).__name__}; compile again instead."
             )
-        freeze.external_schedule = True
-        if freeze._group_spec is None and freeze._schedule_spec is not None:
-            from keras_boost.grad_freeze import GradientFreeze
-
-            n = freeze._schedule_spec["param_groups"]
-            groups = GradientFreeze(param_groups=n).split_parameters_groups(self, n)
-            freeze._group_spec = [[v.path for v in g] for g in groups]
-        return freeze
-
-    def _boost_forward_state(self):
-        """Non-trainable variables the forward pass may update."""
-        own = {id(v) for v in self._boost_scale_state}
-        return [v for v in self.non_trainable_variables if id(v) not in own]
-
-    def _boost_next_scale(self, scale, good_steps, finite):
-        settings = self._boost_loss_scale
-        return kb_ops.update_loss_scale(
-            scale, good_steps, finite,
-            settings.growth_factor, settings.scale_window, settings.min_scale,
-        )
 
     # --- the train step ----------------------------------------------------
 
-    def _symbolic_build(self, *args, **kwargs):
-        if getattr(self, "optimizer", None) is not None:
-            self._boost_prepare()
-        return super()._symbolic_build(*args, **kwargs)
-
     def make_train_function(self, force=False):
-        self._boost_check_optimizer()
-        freeze = self._boost_prepare()
+        self._boost_check_compiled()
         if self.optimizer is not None and not self.optimizer.built and self.built:
-            # The step may apply only an inner optimizer (it bypasses a
-            # LossScaleOptimizer); build the whole chain now so that its
-            # variables, and hence saving and loading, are complete.
+            # The step applies the chain's parts directly (the loss scaler);
+            # build the whole chain now so that its variables, and hence
+            # saving and loading, are complete.
             tf_backend = keras.backend.backend() == "tensorflow"
             with self.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
                 self.optimizer.build(self.trainable_variables)
+        freeze = self._boost_freeze_optimizer()
         if freeze is None:
             return super().make_train_function(force=force)
         if self.train_function is not None and not force:
@@ -359,41 +391,35 @@ class BoostModel(keras.Model):
 
     def train_step(self, *args):
         seam = kb_backend.current()
-        if keras.backend.backend() == "jax":
-            return seam.train_step(self, *args)
-        (data,) = args
+        with reraise_with_context(f"running BoostModel {self.name!r}'s train step"):
+            if keras.backend.backend() == "jax":
+                return seam.train_step(self, *args)
+            return self._boost_stateful_train_step(seam, *args)
+
+    def _boost_stateful_train_step(self, seam, data):
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
-        optimizer, _ = self._boost_update_optimizer()
         trained = self._boost_trained_variables()
-        scale = self._boost_scale_state[0] if self._boost_scale_state else None
-        if scale is not None:
+        scaler = self._boost_scaler()
+        if scaler is not None:
             # The forward pass updates state (BatchNorm moving statistics);
             # an overflowing step must leave it untouched too.
-            forward_state = self._boost_forward_state()
+            forward_state = list(self.non_trainable_variables)
             saved = [keras.ops.copy(v.value) for v in forward_state]
-        _, y_pred, grads = seam.scaled_loss_and_grads(
-            self, x, y, sample_weight, trained, optimizer, scale
-        )
+        y_pred, grads = seam.loss_and_grads(self, x, y, sample_weight, trained, self.optimizer)
         extra_logs = {}
-        if scale is None:
-            seam.apply(optimizer.apply, (grads, trained))
+        if scaler is None:
+            seam.apply(self.optimizer.apply, (grads, trained))
         else:
-            scale_value, good_steps = (v.value for v in self._boost_scale_state)
-            grads = kb_ops.unscale(grads, scale_value)
-            finite = seam.all_replicas(kb_ops.all_finite(grads))
-            seam.apply_if(finite, optimizer.apply, (grads, trained))
+            finite = seam.apply(scaler.apply_and_check, (grads, trained))
             for variable, value in zip(forward_state, saved):
                 variable.assign(keras.ops.where(finite, variable.value, value))
-            new_scale, new_steps = self._boost_next_scale(scale_value, good_steps, finite)
-            self._boost_scale_state[0].assign(new_scale)
-            self._boost_scale_state[1].assign(new_steps)
             extra_logs = {
-                "loss_scale": new_scale,
+                "loss_scale": scaler.dynamic_scale.value,
                 "overflow": 1.0 - keras.ops.cast(finite, "float32"),
             }
-        counter = self._boost_freeze_counter()
-        if counter is not None:  # the schedule advances on every step
-            counter.assign_add(1)
+        freeze = self._boost_freeze_optimizer()
+        if freeze is not None:  # the schedule advances on every step
+            freeze.freeze_step.assign_add(1)
             extra_logs["freeze_depth"] = keras.ops.convert_to_tensor(float(self._boost_depth))
         logs = {**self.compute_metrics(x, y, y_pred, sample_weight), **extra_logs}
         return self._boost_distributed_logs(logs)
@@ -441,15 +467,8 @@ class _FreezeScheduleCallback(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         freeze = self.model._boost_freeze_optimizer()
         epochs, steps = self.params.get("epochs"), self.params.get("steps")
-        if freeze.train_strategy is None and freeze._schedule_spec is not None:
-            if steps:
-                freeze.ensure_schedule(epochs * steps)
-            else:
-                warnings.warn(
-                    "Gradient freezing: fit does not know its steps per epoch, so "
-                    "total_steps='auto' falls back to 65536 steps.",
-                    stacklevel=2,
-                )
-                freeze.ensure_schedule(65536)
+        # An unknown length (a generator without len) takes the default
+        # table, which is cycled: the schedule's statistics are the same.
+        freeze.ensure_schedule(epochs * steps if steps else DEFAULT_TABLE_STEPS)
         if freeze.built:
             self.model._boost_step = int(keras.ops.convert_to_numpy(freeze.freeze_step))

@@ -10,7 +10,6 @@ from keras import ops
 from keras import StatelessScope
 from keras.src.trainers.data_adapters import data_adapter_utils
 
-from keras_boost import ops as kb_ops
 
 
 def _positions(all_variables, wanted):
@@ -18,18 +17,21 @@ def _positions(all_variables, wanted):
     return [ids[id(v)] for v in wanted]
 
 
+def _slice_of(outer, inner):
+    """Where `inner.variables` sit in `outer.variables` (a wrapper chain
+    lists its own variables, then the inner ones: a contiguous run)."""
+    if not inner.variables:
+        return slice(0, 0)
+    start = _positions(outer.variables, inner.variables[:1])[0]
+    return slice(start, start + len(inner.variables))
+
+
 def train_step(model, state, data):
     trainable, non_trainable, optimizer_vars, metrics_vars = state
     x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
-    optimizer, offset = model._boost_update_optimizer()
-    inner_slice = slice(offset, offset + len(optimizer.variables))
-    inner_vars = list(optimizer_vars[inner_slice])
+    optimizer = model.optimizer
     trained_pos = _positions(model.trainable_variables, model._boost_trained_variables())
-    scale_pos = None
-    if model._boost_loss_scale is not None:
-        scale_pos = _positions(model.non_trainable_variables, model._boost_scale_state)
-        scale = non_trainable[scale_pos[0]]
-        good_steps = non_trainable[scale_pos[1]]
+    scaler = model._boost_scaler()
 
     def loss_fn(trained_values, non_trainable):
         values = list(trainable)
@@ -48,10 +50,9 @@ def train_step(model, state, data):
         )
         if losses:
             model._losses_override.clear()
-        with StatelessScope(state_mapping=list(zip(optimizer.variables, inner_vars))):
+        # The chain's scale_loss reads its loss scale from the state.
+        with StatelessScope(state_mapping=list(zip(optimizer.variables, optimizer_vars))):
             scaled = optimizer.scale_loss(loss)
-        if scale_pos is not None:
-            scaled = scaled * ops.cast(scale, scaled.dtype)
         return scaled, (loss, y_pred, non_trainable, new_metrics)
 
     non_trainable_before = list(non_trainable)
@@ -64,33 +65,29 @@ def train_step(model, state, data):
     for pos, grad in zip(trained_pos, trained_grads):
         grads[pos] = grad
 
-    def update():
-        return optimizer.stateless_apply(inner_vars, grads, trainable)
-
+    optimizer_vars = list(optimizer_vars)
     extra_logs = {}
-    if scale_pos is None:
-        new_trainable, new_inner = update()
+    if scaler is None:
+        new_trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
+        optimizer_vars = list(optimizer_vars)
     else:
-        grads = kb_ops.unscale(grads, scale)
-        finite = kb_ops.all_finite(grads)
-        # lax.cond: the optimizer math runs only on finite steps.
-        new_trainable, new_inner = ops.cond(
-            finite, update, lambda: (list(trainable), inner_vars)
+        part = _slice_of(optimizer, scaler)
+        new_trainable, new_part, finite = scaler.stateless_apply_and_check(
+            optimizer_vars[part], grads, trainable
         )
-        new_scale, new_steps = model._boost_next_scale(scale, good_steps, finite)
+        optimizer_vars[part] = new_part
         # Forward-pass state (BatchNorm statistics) is kept only on finite steps.
         non_trainable = [
             ops.where(finite, new, old) for new, old in zip(non_trainable, non_trainable_before)
         ]
-        non_trainable[scale_pos[0]] = new_scale
-        non_trainable[scale_pos[1]] = ops.cast(new_steps, good_steps.dtype)
-        extra_logs = {"loss_scale": new_scale, "overflow": 1.0 - ops.cast(finite, "float32")}
-
-    optimizer_vars = list(optimizer_vars)
-    optimizer_vars[inner_slice] = new_inner
-    counter = model._boost_freeze_counter()
-    if counter is not None:  # the schedule advances on every step
-        pos = _positions(model.optimizer.variables, [counter])[0]
+        scale_pos = _positions(optimizer.variables, [scaler.dynamic_scale])[0]
+        extra_logs = {
+            "loss_scale": optimizer_vars[scale_pos],
+            "overflow": 1.0 - ops.cast(finite, "float32"),
+        }
+    freeze = model._boost_freeze_optimizer()
+    if freeze is not None:  # the schedule advances on every step
+        pos = _positions(optimizer.variables, [freeze.freeze_step])[0]
         optimizer_vars[pos] = optimizer_vars[pos] + 1
         extra_logs["freeze_depth"] = ops.convert_to_tensor(float(model._boost_depth))
     logs, metrics_vars = model._update_metrics_variables(
@@ -98,6 +95,11 @@ def train_step(model, state, data):
     )
     logs = {**logs, **extra_logs}
     return logs, (new_trainable, non_trainable, optimizer_vars, metrics_vars)
+
+
+def assign_where(triples):
+    for variable, keep_new, old in triples:
+        variable.assign(ops.where(keep_new, variable.value, old))
 
 
 def switch(index, branches, args):

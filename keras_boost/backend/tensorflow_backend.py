@@ -6,7 +6,8 @@ from keras import tree
 from keras.src.losses import loss as loss_module
 
 
-def scaled_loss_and_grads(model, x, y, sample_weight, trained, optimizer, scale):
+def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
+    """Forward, loss, `optimizer.scale_loss`, gradients of `trained` only."""
     with tf.GradientTape() as tape:
         y_pred = model(x, training=True) if model._call_has_training_arg else model(x)
         loss = model._compute_loss(
@@ -18,9 +19,7 @@ def scaled_loss_and_grads(model, x, y, sample_weight, trained, optimizer, scale)
             sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0],
         )
         scaled = optimizer.scale_loss(loss)
-        if scale is not None:
-            scaled = scaled * ops.cast(scale, scaled.dtype)
-    return loss, y_pred, tape.gradient(scaled, trained)
+    return y_pred, tape.gradient(scaled, trained)
 
 
 def all_replicas(flag):
@@ -33,7 +32,26 @@ def all_replicas(flag):
     return ctx.all_reduce(tf.distribute.ReduceOp.SUM, not_finite) < 0.5
 
 
+def _branch_local(fn):
+    """`fn` with its tensor arguments re-created inside the branch graph.
+
+    Keras' optimizers all-reduce the gradients in `apply`; TensorFlow's
+    all-reduce (a custom gradient) fails when some of its inputs were
+    computed in the branch (e.g. centralized by GradientCentralization) and
+    others are captured from outside it.
+    """
+
+    def local(*args):
+        args = tree.map_structure(
+            lambda a: tf.identity(a) if isinstance(a, tf.Tensor) else a, args
+        )
+        return fn(*args)
+
+    return local
+
+
 def apply_if(flag, fn, args):
+    fn = _branch_local(fn)
     if tf.__internal__.distribute.strategy_supports_no_merge_call():
         ops.cond(flag, lambda: fn(*args), lambda: None)
         return
@@ -77,11 +95,41 @@ def logs_for_multi_worker(logs):
 
 
 def apply(fn, args):
-    fn(*args)
+    return fn(*args)
+
+
+def assign_where(triples):
+    """For each `(variable, keep_new, old)`: the variable keeps its value where
+    `keep_new` holds, else gets `old` back (legal under tf.distribute)."""
+
+    def assign(items):
+        for variable, keep_new, old in items:
+            variable.assign(ops.where(keep_new, variable.value, old))
+
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or not tf.distribute.has_strategy():
+        assign(triples)  # cross-replica context, or no strategy at all
+        return
+    variables = [t[0] for t in triples]
+
+    # Distributed variables are updated in cross-replica context, each
+    # replica's copy from that replica's values (identical across replicas:
+    # the gradients were all-reduced and the schedule is shared).
+    def cross_replica(strategy, flags, olds):
+        for variable, flag, old in zip(variables, flags, olds):
+            strategy.extended.update(
+                variable.value,
+                lambda v, f, o: v.assign(tf.where(f, v, o)),
+                args=(flag, old),
+                group=False,
+            )
+
+    ctx.merge_call(cross_replica, args=([t[1] for t in triples], [t[2] for t in triples]))
 
 
 def switch(index, branches, args):
     """Runs `branches[index](*args)`; legal under tf.distribute (see apply_if)."""
+    branches = [_branch_local(b) for b in branches]
     if tf.__internal__.distribute.strategy_supports_no_merge_call():
         ops.switch(index, [lambda b=b: b(*args) for b in branches])
         return

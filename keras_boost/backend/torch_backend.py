@@ -5,7 +5,8 @@ from keras import ops
 from keras import tree
 
 
-def scaled_loss_and_grads(model, x, y, sample_weight, trained, optimizer, scale):
+def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
+    """Forward, loss, `optimizer.scale_loss`, gradients of `trained` only."""
     y_pred = model(x, training=True) if model._call_has_training_arg else model(x)
     loss = model._compute_loss(
         x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
@@ -14,13 +15,11 @@ def scaled_loss_and_grads(model, x, y, sample_weight, trained, optimizer, scale)
         loss, sample_weight=next(i for i in tree.flatten(x) if i is not None).shape[0]
     )
     scaled = optimizer.scale_loss(loss)
-    if scale is not None:
-        scaled = scaled * ops.cast(scale, scaled.dtype)
     # autograd.grad (not backward) only runs the graph that leads to `trained`.
     grads = torch.autograd.grad(
         scaled, [v.value for v in trained], allow_unused=True
     )
-    return loss, y_pred, list(grads)
+    return y_pred, list(grads)
 
 
 def all_replicas(flag):
@@ -36,7 +35,13 @@ def apply_if(flag, fn, args):
 
 def apply(fn, args):
     with torch.no_grad():
-        fn(*args)
+        return fn(*args)
+
+
+def assign_where(triples):
+    with torch.no_grad():
+        for variable, keep_new, old in triples:
+            variable.assign(ops.where(keep_new, variable.value, old))
 
 
 def switch(index, branches, args):

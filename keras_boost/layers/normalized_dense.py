@@ -1,5 +1,7 @@
 """`NormalizedDense`: MindSpore's "full normalization" head (`CommonHeadLastFN`)."""
 
+import math
+
 import keras
 from keras import ops
 
@@ -15,9 +17,11 @@ class NormalizedDense(keras.layers.Layer):
     `y = s * (x / ||x||) @ (W / ||W||_col)`: the input rows and each output
     unit's weight column are L2-normalized (norms clamped below at
     `sqrt(epsilon)`, MindSpore's `sqrt(max(sum(v**2), 1e-4))`), the result is
-    multiplied by the trainable scalar `s` (initialized to 1), and there is no
-    bias. `LessBN(model, fn_flag=True)` puts it in place of a model's last
-    `Dense`, initialized from that Dense's kernel (its bias is dropped).
+    multiplied by the trainable scalar `s` (initialized to `initial_scale`,
+    1 by default as in MindSpore), and there is no bias.
+    `LessBN(model, fn_flag=True)` puts it in place of a model's last `Dense`,
+    initialized from that Dense's kernel (its bias is dropped) with the
+    initial scale of `matched_scale` (see there why not 1).
 
     The normalization and the matrix product run in float32 whatever the
     dtype policy (the kernel and scale are never autocast), so the head is
@@ -33,6 +37,9 @@ class NormalizedDense(keras.layers.Layer):
             Dense's `"softmax"`); default none (logits).
         kernel_initializer: initializer of the `(in, units)` kernel.
         epsilon: the squared-norm floor (default `1e-4`).
+        initial_scale: the initial value of the trainable scale `s`, a finite
+            number > 0 (default `1.0`, MindSpore's). The logits are cosines
+            times `s`, so `|y| <= s` at every step.
         **kwargs: base `keras.layers.Layer` arguments (`name`, `dtype`, ...).
 
     Input shape: `(..., in)`. Output shape: `(..., units)`.
@@ -42,11 +49,12 @@ class NormalizedDense(keras.layers.Layer):
     ```python
     head = boost.layers.NormalizedDense(10)
     logits = head(keras.ops.ones((2, 64)))   # cosine similarities times s=1
+    wide = boost.layers.NormalizedDense(10, initial_scale=8.0)   # |logits| <= 8
     ```
     """
 
     def __init__(self, units, activation=None, kernel_initializer="glorot_uniform",
-                 epsilon=1e-4, **kwargs):
+                 epsilon=1e-4, initial_scale=1.0, **kwargs):
         super().__init__(**kwargs)
         if isinstance(units, bool) or not isinstance(units, int) or units < 1:
             raise ValueError(f"units must be a positive int, got {units!r}.")
@@ -56,6 +64,7 @@ class NormalizedDense(keras.layers.Layer):
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
         self.epsilon = float(epsilon)
+        self.initial_scale = _check_scale(initial_scale)
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
 
     def build(self, input_shape):
@@ -71,7 +80,10 @@ class NormalizedDense(keras.layers.Layer):
             name="kernel", shape=(in_features, self.units),
             initializer=self.kernel_initializer, autocast=False,
         )
-        self.scale = self.add_weight(name="scale", shape=(), initializer="ones", autocast=False)
+        self.scale = self.add_weight(
+            name="scale", shape=(),
+            initializer=keras.initializers.Constant(self.initial_scale), autocast=False,
+        )
         setattr(self.kernel, NO_GC_ATTR, True)
         setattr(self.scale, NO_GC_ATTR, True)
         self.input_spec = keras.layers.InputSpec(min_ndim=2, axes={-1: in_features})
@@ -98,16 +110,19 @@ class NormalizedDense(keras.layers.Layer):
                 "activation": keras.activations.serialize(self.activation),
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "epsilon": self.epsilon,
+                "initial_scale": self.initial_scale,
             }
         )
         return config
 
     @classmethod
-    def from_dense(cls, dense):
+    def from_dense(cls, dense, initial_scale=1.0):
         """A `NormalizedDense` initialized from a built `keras.layers.Dense`.
 
         Same name, units, activation and dtype policy; kernel copied, bias
-        dropped, scale 1. The new layer is built for the Dense's input size.
+        dropped, scale `initial_scale` (default 1, MindSpore's; LessBN passes
+        `matched_scale(dense.kernel)`). The new layer is built for the
+        Dense's input size.
 
         Example:
 
@@ -115,6 +130,8 @@ class NormalizedDense(keras.layers.Layer):
         dense = keras.layers.Dense(10)
         dense.build((None, 64))
         head = boost.layers.NormalizedDense.from_dense(dense)
+        matched = boost.layers.NormalizedDense.from_dense(
+            dense, initial_scale=keras_boost.layers.normalized_dense.matched_scale(dense.kernel))
         ```
         """
         if not isinstance(dense, keras.layers.Dense):
@@ -126,6 +143,7 @@ class NormalizedDense(keras.layers.Layer):
         layer = cls(
             dense.units,
             activation=keras.activations.serialize(dense.activation),
+            initial_scale=initial_scale,
             name=dense.name,
             dtype=dense.dtype_policy,
         )
@@ -133,3 +151,68 @@ class NormalizedDense(keras.layers.Layer):
         layer.build((None, kernel.shape[0]))
         layer.kernel.assign(kernel)
         return layer
+
+
+def _check_scale(value, name="initial_scale"):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        math.isfinite(value) and value > 0
+    ):
+        raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
+    return float(value)
+
+
+def adacos_scale(num_classes):
+    """AdaCos' fixed scale for `num_classes` classes: `sqrt(2) * log(C - 1)`.
+
+    Zhang et al., "AdaCos" (CVPR 2019): the scale at which a sample whose
+    cosine to its class is `cos(pi/4)` (others 0) gets probability 1/2. It
+    is 0 for C = 2 and below 1 for C = 3, so it is floored at 1 (MindSpore's
+    scale).
+
+    Example:
+
+    ```python
+    adacos_scale(10)     # 3.107
+    adacos_scale(1000)   # 9.768
+    ```
+    """
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int) or num_classes < 2:
+        raise ValueError(f"num_classes must be an int >= 2, got {num_classes!r}.")
+    return max(1.0, math.sqrt(2.0) * math.log(num_classes - 1))
+
+
+def matched_scale(kernel, fallback=1.0):
+    """The scale that gives a `NormalizedDense` the logit spread of a `Dense`.
+
+    For inputs `x ~ N(0, I)` of size `d`, `x / ||x||` is uniform on the
+    sphere, so each cosine `x_hat . w_hat` has variance `1/d` and the
+    normalized logits have variance `s**2 / d`; the Dense logits `x . w_j`
+    (bias aside) have variance `||w_j||**2`. Equal mean variance over the
+    units gives
+
+    `s = sqrt(d * mean_j ||w_j||**2) = ||W||_F * sqrt(d / units)`.
+
+    For a Glorot-uniform kernel that is `d * sqrt(2 / (d + units))` (10.5
+    for 64 features and 10 classes). `fallback` is returned when the kernel
+    is all zeros (or not finite), where there is no spread to match.
+
+    Args:
+        kernel: the Dense's `(d, units)` kernel (variable or array).
+        fallback: the scale for an all-zero kernel (default 1, MindSpore's).
+
+    Example:
+
+    ```python
+    dense = keras.layers.Dense(10); dense.build((None, 64))
+    keras_boost.layers.normalized_dense.matched_scale(dense.kernel)   # about 10.5
+    ```
+    """
+    import numpy as np
+
+    w = np.asarray(ops.convert_to_numpy(kernel), np.float64)
+    if w.ndim != 2:
+        raise ValueError(f"kernel must have shape (in, units), got shape {w.shape}.")
+    scale = float(np.sqrt(w.shape[0] * np.mean(np.sum(w**2, axis=0))))
+    if not (math.isfinite(scale) and scale > 0):
+        return _check_scale(fallback, "fallback")
+    return scale

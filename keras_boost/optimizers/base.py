@@ -17,21 +17,8 @@ own state) and keep the pure math in `keras_boost.ops`.
 import keras
 from keras.src.utils import tracking  # same private helper LossScaleOptimizer uses
 
-
-def check_optimizer(optimizer, where="optimizer"):
-    """Raises `TypeError` unless `optimizer` is a Keras 3 optimizer instance."""
-    if isinstance(optimizer, str):
-        raise TypeError(
-            f"{where} must be a keras.optimizers.Optimizer instance, got the string "
-            f"{optimizer!r}; pass keras.optimizers.get({optimizer!r}) instead."
-        )
-    if not isinstance(optimizer, keras.optimizers.Optimizer):
-        raise TypeError(
-            f"{where} must be a keras.optimizers.Optimizer instance (Keras 3), got "
-            f"{type(optimizer).__module__}.{type(optimizer).__name__}. "
-            "tf.keras / Keras 2 optimizers are not supported."
-        )
-    return optimizer
+from keras_boost.errors import reraise_with_context
+from keras_boost.validation import check_optimizer  # noqa: F401 (re-exported)
 
 
 class OptimizerWrapper(keras.optimizers.Optimizer):
@@ -69,10 +56,14 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
     def _build_own(self, var_list):
         """Creates the wrapper's own variables (with `self.add_variable`)."""
 
+    def _build_inner(self, var_list):
+        """Builds the wrapped optimizer (its slots for `var_list`)."""
+        self.inner_optimizer.build(var_list)
+
     @tracking.no_automatic_dependency_tracking
     def build(self, var_list):
         self._build_own(var_list)
-        self.inner_optimizer.build(var_list)
+        self._build_inner(var_list)
         super().build(var_list)
 
     @property
@@ -93,7 +84,8 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
             with keras.name_scope(self.name, caller=self):
                 self.build(trainable_variables)
             self.built = True
-        self._apply(list(grads), trainable_variables)
+        with reraise_with_context(f"{type(self).__name__} {self.name!r} applying gradients"):
+            self._apply(list(grads), trainable_variables)
 
     def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
         new_trainable, new_inner = self.inner_optimizer.stateless_apply(
@@ -107,14 +99,21 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
                 f"To call `stateless_apply`, {type(self).__name__} must be built: "
                 "call `optimizer.build(trainable_variables)` first."
             )
+        # An enclosing wrapper (Keras' LossScaleOptimizer) may hand over the
+        # variables themselves, already mapped by its StatelessScope: use
+        # their current values (a variable inside a scope mapping would be
+        # abstractified by JAX).
+        optimizer_variables = [_value(v) for v in optimizer_variables]
+        trainable_variables = [_value(v) for v in trainable_variables]
         n_own = len(self._variables)
         own, inner = list(optimizer_variables[:n_own]), optimizer_variables[n_own:]
         mapping = list(zip(self.variables, optimizer_variables))
         # Inner optimizer and own variables resolve through this scope.
         with keras.StatelessScope(state_mapping=mapping):
-            new_trainable, new_own, new_inner = self._stateless_apply(
-                own, inner, list(grads), trainable_variables
-            )
+            with reraise_with_context(f"{type(self).__name__} {self.name!r} applying gradients"):
+                new_trainable, new_own, new_inner = self._stateless_apply(
+                    own, inner, list(grads), trainable_variables
+                )
         return new_trainable, list(new_own) + list(new_inner)
 
     # --- pass-through ------------------------------------------------------
@@ -154,6 +153,10 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
             config["optimizer"], custom_objects=custom_objects
         )
         return cls(**config)
+
+
+def _value(variable):
+    return variable.value if isinstance(variable, keras.Variable) else variable
 
 
 def optimizer_chain(optimizer):

@@ -1,26 +1,48 @@
-"""`BoostOptimizer`: what `boost.wrap` returns."""
+"""`BoostOptimizer`: what `boost.wrap` returns, and what `BoostModel` compiles."""
 
+import copy
 import warnings
 
 import keras
 
-from keras_boost import auto_boost
+from keras_boost import config as config_lib
 from keras_boost.errors import NoEffectWarning
+from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.optimizers.accumulation import GradientAccumulation
 from keras_boost.optimizers.base import OptimizerWrapper
-from keras_boost.optimizers.base import check_optimizer
+from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.centralization import GradientCentralization
+from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
 from keras_boost.optimizers.freeze import FreezeOptimizer
+from keras_boost.validation import check_optimizer
 
 
-def build_optimizer_chain(optimizer, config):
+def build_optimizer_chain(optimizer, config, loss_scale=None):
     """Wraps `optimizer` in the wrappers a resolved config enables.
 
     Fixed order, innermost first: GradientCentralization, FreezeOptimizer,
-    GradientAccumulation, AdaSum.
+    GradientAccumulation, (AdaSum), DynamicLossScaleOptimizer (when
+    `loss_scale` is a `DynamicLossScale`). An algorithm that `optimizer`'s own
+    chain already contains raises `ValueError` instead of acting twice.
     """
-    auto_boost.check_implemented(config)
+    config_lib.check_implemented(config)
     flags = config["boost"]
+    wanted = []
+    if flags["less_bn"] and config["less_bn"]["gc_flag"]:
+        wanted.append((GradientCentralization, "less_bn.gc_flag"))
+    if flags["grad_freeze"]:
+        wanted.append((FreezeOptimizer, "grad_freeze"))
+    if flags["grad_accumulation"]:
+        wanted.append((GradientAccumulation, "grad_accumulation"))
+    if loss_scale is not None:
+        wanted.append((DynamicLossScaleOptimizer, "loss_scale"))
+    for cls, flag in wanted:
+        if find_in_chain(optimizer, cls) is not None:
+            raise ValueError(
+                f"The optimizer {optimizer.name!r} already contains a {cls.__name__}, and the "
+                f"boost config enables it too ({flag}); pass the plain optimizer, or switch "
+                f"{flag} off with {{'boost': {{'mode': 'manual', ...}}}}."
+            )
     if flags["less_bn"] and config["less_bn"]["gc_flag"]:
         optimizer = GradientCentralization(optimizer)
     if flags["grad_freeze"]:
@@ -38,8 +60,10 @@ def build_optimizer_chain(optimizer, config):
                 "every micro-batch is an update and nothing is accumulated; set "
                 '{"grad_accumulation": {"grad_accumulation_step": k}} with k > 1.',
                 NoEffectWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
+    if loss_scale is not None:
+        optimizer = DynamicLossScaleOptimizer(optimizer, loss_scale)
     return optimizer
 
 
@@ -47,40 +71,64 @@ def build_optimizer_chain(optimizer, config):
 class BoostOptimizer(OptimizerWrapper):
     """The optimizer-level algorithms of a boost level and config.
 
-    Built by `boost.wrap(optimizer, level, boost_config_dict)`. At `"O0"` it
-    is a pure pass-through. `BoostModel` reads its config to run the
-    train-step-level algorithms (loss scaling, freezing) of the same level.
+    Built by `boost.wrap(optimizer, level, boost_config_dict)`, and by
+    `BoostModel.compile` from whatever optimizer it is given. At `"O0"` it is
+    a pure pass-through. Without a level (`boost.wrap(optimizer)`), it is O0
+    on a plain model and takes the level of the `BoostModel` it is compiled
+    with.
 
     Args:
         optimizer: the user's `keras.optimizers.Optimizer`.
-        boost_level: `"O0"`, `"O1"` or `"O2"`.
+        boost_level: `"O0"`, `"O1"`, `"O2"`, or `None` (follow the model).
         boost_config_dict: `None`, a dict or a JSON file path.
+        loss_scale: `None`, or a `boost.DynamicLossScale`: dynamic loss
+            scaling, outermost in the chain (`BoostModel` sets it).
         name: optional name.
 
     Example:
 
     ```python
-    opt = boost.wrap(keras.optimizers.Adam(1e-3), "O0")
+    opt = boost.wrap(keras.optimizers.Adam(1e-3), "O1")
     model.compile(optimizer=opt, loss="mse")
-    opt.boost_config["boost"]["mode"]  # "auto"
+    opt.boost_config["boost"]["grad_freeze"]  # True
     ```
     """
 
     def __init__(
-        self, optimizer, boost_level="O0", boost_config_dict=None, name=None, chain_built=False
+        self, optimizer, boost_level="O0", boost_config_dict=None, name=None,
+        loss_scale=None, chain_built=False,
     ):
         check_optimizer(optimizer)
-        resolved = auto_boost.AutoBoost(boost_level, boost_config_dict)
+        if boost_level is None and boost_config_dict is not None:
+            raise ValueError(
+                "boost.wrap got a boost_config_dict without a level; pass the level too "
+                "(e.g. boost.wrap(optimizer, 'O1', config))."
+            )
+        level = "O0" if boost_level is None else boost_level
+        resolved = config_lib.resolve_config(config_lib.check_level(level), boost_config_dict)
+        if isinstance(loss_scale, dict):
+            loss_scale = DynamicLossScale.from_config(loss_scale)
+        if loss_scale is not None and not isinstance(loss_scale, DynamicLossScale):
+            raise TypeError(
+                f"loss_scale must be None or a boost.DynamicLossScale, got {loss_scale!r}."
+            )
         # `chain_built` (from_config): `optimizer` is the saved chain itself,
         # with its state-defining config (e.g. a generated freeze schedule).
-        chain = optimizer if chain_built else build_optimizer_chain(optimizer, resolved.config)
+        if chain_built:
+            chain = optimizer
+        else:
+            chain = build_optimizer_chain(optimizer, resolved, loss_scale)
         super().__init__(chain, name=name or "boost_optimizer")
-        self._auto_boost = resolved
-        # BoostModel sets this: it applies (or reports) the model surgery.
+        self._boost_config = resolved
+        self._boost_level = boost_level
+        self._loss_scale = loss_scale
+        self._user_optimizer = None if chain_built else optimizer
+        # True once the model surgery of the level was applied (or reported)
+        # by BoostModel or AutoBoost.network_auto_process_train.
         self.model_surgery_handled = False
 
     def _build_own(self, var_list):
-        if self.boost_config["boost"]["less_bn"] and not self.model_surgery_handled:
+        if self._boost_config["boost"]["less_bn"] and not self.model_surgery_handled:
             warnings.warn(
                 "less_bn is on, but this optimizer only sees the gradients: gradient "
                 "centralization (gc_flag) applies, the BatchNormalization removal does "
@@ -93,19 +141,31 @@ class BoostOptimizer(OptimizerWrapper):
 
     @property
     def boost_level(self):
-        return self._auto_boost.level
+        """The level given, or None when it follows the model (then O0 alone)."""
+        return self._boost_level
 
     @property
     def boost_config(self):
-        """The fully resolved boost config."""
-        return self._auto_boost.config
+        """The fully resolved boost config (a copy)."""
+        return copy.deepcopy(self._boost_config)
+
+    @property
+    def loss_scale(self):
+        """The `DynamicLossScale` of the chain, or None."""
+        return self._loss_scale
+
+    @property
+    def user_optimizer(self):
+        """The optimizer that was wrapped (None for a reloaded chain)."""
+        return self._user_optimizer
 
     def get_config(self):
         return {
             "name": self.name,
             "optimizer": keras.saving.serialize_keras_object(self.inner_optimizer),
-            "boost_level": self.boost_level,
+            "boost_level": self._boost_level,
             # The resolved config re-resolves to itself, so reloading is exact.
-            "boost_config_dict": self.boost_config,
+            "boost_config_dict": self._boost_config,
+            "loss_scale": None if self._loss_scale is None else self._loss_scale.get_config(),
             "chain_built": True,
         }

@@ -1,5 +1,7 @@
 """`GradientCentralization`: LessBN's `gc_flag`, as an optimizer wrapper."""
 
+import weakref
+
 import keras
 
 from keras_boost.layers.normalized_dense import NO_GC_ATTR
@@ -12,35 +14,66 @@ from keras_boost.optimizers.base import OptimizerWrapper
 _SKIPPED_NAME_PARTS = ("beta", "gamma", "bias")
 
 
+_DEPTHWISE = (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)
+_SEPARABLE = (keras.layers.SeparableConv1D, keras.layers.SeparableConv2D)
+
+
+def _grouped_kernel(layer):
+    """The depthwise / grouped kernel of `layer` (chosen by its type), or None."""
+    if isinstance(layer, _DEPTHWISE):
+        name = "kernel"
+    elif isinstance(layer, _SEPARABLE):
+        name = "depthwise_kernel"
+    else:
+        groups = getattr(layer, "groups", 1)
+        if not (isinstance(groups, int) and groups > 1):
+            return None
+        name = "kernel"
+    if not layer.built:
+        return None  # no kernel yet (GradientCentralization marks again at build)
+    # Conv's `kernel` is a property that adds the LoRA term when LoRA is on;
+    # the variable itself is `_kernel`.
+    for attr in ("_" + name, name):
+        kernel = getattr(layer, attr, None)
+        if isinstance(kernel, keras.Variable):
+            return kernel
+    return None
+
+
 def _grouped_kernels(model):
     """Kernels of depthwise / grouped convolutions in `model` (recursively)."""
-    found = []
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if isinstance(layer, (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)):
-            found.append(layer.kernel)
-        elif isinstance(layer, (keras.layers.SeparableConv1D, keras.layers.SeparableConv2D)):
-            found.append(layer.depthwise_kernel)
-        elif getattr(layer, "groups", 1) not in (1, None) and hasattr(layer, "kernel"):
-            found.append(layer.kernel)
-    return found
+    layers = model._flatten_layers(include_self=True, recursive=True)
+    return [k for k in map(_grouped_kernel, layers) if k is not None]
 
 
 def exclude_grouped_kernels(model):
     """Marks `model`'s depthwise and grouped-conv kernels: GC leaves them alone.
 
-    `GradientCentralization` sees variables, not layers; it recognises
-    depthwise kernels by name (a layer name containing "depthwise", the
-    Keras default and Keras Applications' naming) and by this mark.
-    `AutoBoost.network_auto_process_train` calls this for you.
+    `GradientCentralization` sees variables, not layers (a Keras 3 variable
+    holds no reference to its layer), so the layer type is read here: the
+    kernels of `DepthwiseConv1D/2D`, the depthwise kernels of
+    `SeparableConv1D/2D` and the kernels of convolutions with `groups > 1`
+    get a mark that `should_centralize` reads, whatever the layers are
+    called. `GradientCentralization(optimizer, model=model)` and
+    `AutoBoost.network_auto_process_train` call this for you. The mark is on
+    the variables: a model loaded from a file needs it again.
 
     Returns the number of kernels marked.
 
     Example:
 
     ```python
-    boost.optimizers.exclude_grouped_kernels(model)
+    inputs = keras.Input((8, 8, 32))
+    model = keras.Model(inputs, keras.layers.DepthwiseConv2D(3, name="dw")(inputs))
+    boost.optimizers.exclude_grouped_kernels(model)   # 1
+    boost.optimizers.should_centralize(model.get_layer("dw").kernel)   # False
     ```
     """
+    if not isinstance(model, keras.layers.Layer):
+        raise TypeError(
+            f"exclude_grouped_kernels expects a keras.Model (or layer), got "
+            f"{type(model).__module__}.{type(model).__name__}."
+        )
     kernels = _grouped_kernels(model)
     for kernel in kernels:
         setattr(kernel, NO_GC_ATTR, True)
@@ -52,9 +85,15 @@ def should_centralize(variable, channel_multiple=GC_CHANNEL_MULTIPLE):
 
     Yes for trainable tensors of rank >= 2 whose input-channel axis (-2) is a
     multiple of 16, except: names containing "beta", "gamma" or "bias";
-    depthwise / grouped kernels (marked by `exclude_grouped_kernels`, or a
-    layer name containing "depthwise", or a `depthwise_kernel`); and the
-    `NormalizedDense` head.
+    depthwise / grouped kernels; and the `NormalizedDense` head.
+
+    Depthwise / grouped kernels are known by the mark that
+    `exclude_grouped_kernels(model)` sets from the layer types. A variable
+    alone does not tell its layer, so without the mark the fallback is the
+    name: a path containing "depthwise" (Keras' default layer names, Keras
+    Applications' naming, `SeparableConv`'s `depthwise_kernel`). A
+    `DepthwiseConv2D(name="dw")` is therefore recognised only through the
+    mark.
 
     Example:
 
@@ -90,27 +129,55 @@ class GradientCentralization(OptimizerWrapper):
     -channel centering of MindSpore's `Centralization` in Keras layouts.
     Sparse (`IndexedSlices`) gradients are passed through unchanged.
 
+    Depthwise and grouped kernels are recognised by their layer's type when
+    `model` is given (or `exclude_grouped_kernels(model)` was called), else
+    by name (see `should_centralize`).
+
     Difference from MindSpore: there, coupled weight decay is added to the
     gradient before centering; Keras applies weight decay to the variables
     inside the wrapped optimizer, so it is not centered.
 
     Args:
         optimizer: the `keras.optimizers.Optimizer` to wrap.
+        model: optional `keras.Model` the optimizer will train: its
+            depthwise and grouped-conv kernels are marked
+            (`exclude_grouped_kernels`) now, and again when the optimizer is
+            built (for layers built later). The model is not saved with the
+            optimizer (`get_config` has no `model`): after reloading, the
+            marks come from `exclude_grouped_kernels(model)` on the loaded
+            model, which `AutoBoost.network_auto_process_train` and
+            `BoostModel.from_model` (with less_bn on) call on the model they
+            return; without the marks only the name rule applies.
         name: optional name.
 
     Example:
 
     ```python
-    opt = boost.GradientCentralization(keras.optimizers.SGD(0.1, momentum=0.9))
+    opt = boost.GradientCentralization(keras.optimizers.SGD(0.1, momentum=0.9), model=model)
     model.compile(optimizer=opt, loss="sparse_categorical_crossentropy")
     ```
     """
 
-    def __init__(self, optimizer, name=None, **kwargs):
+    def __init__(self, optimizer, model=None, name=None, **kwargs):
         super().__init__(optimizer, name=name or "gradient_centralization", **kwargs)
+        if model is not None and not isinstance(model, keras.Model):
+            raise TypeError(
+                f"model must be None or a keras.Model, got "
+                f"{type(model).__module__}.{type(model).__name__} ({model!r}). (The name is "
+                "the third argument: GradientCentralization(optimizer, model=None, name=None).)"
+            )
         self._gc_mask = None
+        # A weak reference: the optimizer must not keep the model alive, and
+        # the model is not part of the optimizer's state or config.
+        self._model_ref = None
+        if model is not None:
+            self._model_ref = weakref.ref(model)
+            exclude_grouped_kernels(model)
 
     def _build_own(self, var_list):
+        model = self._model_ref() if self._model_ref is not None else None
+        if model is not None:
+            exclude_grouped_kernels(model)
         # The JAX stateless path sees values, not variables: keep the rule's
         # result per position of the build-time variable list.
         self._gc_mask = [should_centralize(v) for v in var_list]

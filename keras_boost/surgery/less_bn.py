@@ -28,6 +28,7 @@ from keras.src.models.functional import Functional
 
 from keras_boost.errors import NoEffectWarning
 from keras_boost.layers.normalized_dense import NormalizedDense
+from keras_boost.layers.normalized_dense import matched_scale
 from keras_boost.surgery import patterns as patterns_lib
 
 REPORT_ATTR = "less_bn_report"
@@ -279,8 +280,25 @@ def _find(model, pattern_list):
     return removed, notes
 
 
+# The head activations NormalizedDense can carry without changing what the
+# output means: logits, or their softmax. Compared by identity, so a custom
+# function that happens to be called "softmax" is not taken for Keras'.
+_HEAD_ACTIVATIONS = (keras.activations.linear, keras.activations.softmax)
+
+
+def _activation_name(layer):
+    activation = keras.activations.serialize(layer.activation)
+    return activation if isinstance(activation, str) else getattr(
+        layer.activation, "__name__", repr(layer.activation))
+
+
 def _find_head(model):
-    """The Dense that `fn_flag` replaces, or (None, note)."""
+    """The Dense that `fn_flag` replaces, or (None, note).
+
+    Only a plain `Dense` that produces a model output, is called once, and
+    whose activation is linear or softmax: a cosine logit times a scale
+    under sigmoid, ReLU, tanh, ... would change what the output means.
+    """
     dense = [l for l in model.layers if isinstance(l, keras.layers.Dense)]
     if not dense:
         return None, "fn_flag: the model has no Dense layer; no head replaced."
@@ -305,7 +323,33 @@ def _find_head(model):
         return None, f"fn_flag: the Dense {head.name!r} is called {len(calls)} times; no head replaced."
     if type(head) is not keras.layers.Dense:
         return None, f"fn_flag: {head.name!r} is a Dense subclass; no head replaced."
+    if not any(head.activation is a for a in _HEAD_ACTIVATIONS):
+        return None, (
+            f"fn_flag: the head Dense {head.name!r} has the activation "
+            f"{_activation_name(head)!r}; NormalizedDense replaces only a head with no "
+            "(linear) or a softmax activation, because scaled cosine logits would change what a "
+            f"{_activation_name(head)} output means. The Dense is kept."
+        )
     return head, None
+
+
+def head_scale(dense):
+    """The initial scale LessBN gives the `NormalizedDense` replacing `dense`.
+
+    `keras_boost.layers.normalized_dense.matched_scale(dense.kernel)`: the scale at which the
+    new head's logits have the Dense's spread on isotropic inputs (about 10
+    for a Glorot-initialized 64 -> 10 head). MindSpore starts at 1, which
+    keeps every logit in [-1, 1] and stalls the first epochs; see
+    docs/methods/less_bn.md for the measurement behind the rule.
+
+    Example:
+
+    ```python
+    dense = keras.layers.Dense(10); dense.build((None, 64))
+    boost.surgery.less_bn.head_scale(dense)   # about 10.5
+    ```
+    """
+    return matched_scale(dense.kernel)
 
 
 def _find_less_bn(model, patterns=None):
@@ -344,20 +388,51 @@ def find_less_bn(model, patterns=None):
 # --- rebuild ---------------------------------------------------------------------
 
 
+_SWITCH_OFF = '{"boost": {"mode": "manual", "less_bn": false}}'
+
+
+def _not_copyable(layer, error):
+    cls = type(layer)
+    return TypeError(
+        f"LessBN cannot copy the layer {layer.name!r} ({cls.__module__}.{cls.__qualname__}): "
+        f"it cannot be re-created from its config ({type(error).__name__}: {error}). LessBN "
+        "builds a new model from a copy of every layer, made with "
+        "`layer.__class__.from_config(layer.get_config())`. Fix: implement get_config() "
+        "returning the __init__ arguments, and accept **kwargs in __init__ (passed on to "
+        "super().__init__), so that the base arguments (name, trainable, dtype) are "
+        f"accepted; or switch LessBN off with {_SWITCH_OFF}. The input model is unchanged."
+    )
+
+
 def _copy_layer(layer, copies):
-    new = layer.__class__.from_config(layer.get_config())
+    try:
+        new = layer.__class__.from_config(layer.get_config())
+    except Exception as error:  # user code: any error means "not copyable"
+        raise _not_copyable(layer, error) from error
     copies.append((layer, new))
     return new
 
 
+def _copy_weights(copies):
+    for old, copy in copies:
+        try:
+            copy.set_weights(old.get_weights())
+        except ValueError as error:  # the config did not reproduce the weights
+            raise _not_copyable(old, error) from error
+
+
 def _rebuild(model, removed_ids, head, copies):
-    """A copy of `model` without the removed BNs (and with the head swapped)."""
+    """A copy of `model` without the removed BNs (and with the head swapped).
+
+    `head` is None or `(dense, new_head)`: the Dense to replace and its
+    replacement.
+    """
 
     def clone_function(layer):
         if id(layer) in removed_ids:
             return layer  # never called: call_function skips it
-        if head is not None and layer is head:
-            return NormalizedDense.from_dense(layer)
+        if head is not None and layer is head[0]:
+            return head[1]
         if isinstance(layer, (Functional, keras.Sequential)):
             return _rebuild(layer, removed_ids, None, copies)
         return _copy_layer(layer, copies)
@@ -461,13 +536,27 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
             stacklevel=2,
         )
         return model
-    copies = []
-    new = _rebuild(model, set(removed), head, copies)
-    for old, copy in copies:
-        copy.set_weights(old.get_weights())
-    head_text = None
+    # Everything below works on copies: an error leaves `model` as it was.
+    head_text = swap = None
     if head is not None:
-        head_text = f"Dense {head.name!r} -> NormalizedDense (kernel copied, bias dropped)"
+        scale = head_scale(head)
+        swap = (head, NormalizedDense.from_dense(head, initial_scale=scale))
+        head_text = (
+            f"Dense {head.name!r} -> NormalizedDense (kernel copied, bias dropped, initial "
+            f"scale {scale:.3g} = matched_scale(kernel))"
+        )
+    copies = []
+    new = _rebuild(model, set(removed), swap, copies)
+    _copy_weights(copies)
+    if not removed:
+        notes.append("no BatchNormalization removed; only the head was replaced.")
+        warnings.warn(
+            f"LessBN on {model.name!r}: none of its {report.num_bn} BatchNormalization layers "
+            "is in a ResNet, MobileNetV2 or DenseNet pattern, so none was removed; only the "
+            f"head changed ({head_text}).",
+            NoEffectWarning,
+            stacklevel=2,
+        )
     report = dataclasses.replace(report, head=head_text, notes=tuple(notes))
     setattr(new, REPORT_ATTR, report)
     return new
