@@ -121,6 +121,18 @@ def _total_steps(where, value):
     return _int(1)(where, value)
 
 
+def _optional_int(where, value):
+    return None if value is None else _int(0)(where, value)
+
+
+def _auto_or_bool(where, value):
+    if value == "auto" and not isinstance(value, bool):
+        return "auto"
+    if not isinstance(value, bool):
+        raise TypeError(f"{where} must be 'auto', true or false, got {value!r}.")
+    return value
+
+
 def _split_groups(where, value):
     # MindSpore documents an int or a list, but its int branch crashes; a list
     # of increasing split indices is what actually works there.
@@ -154,6 +166,11 @@ SCHEMA = {
         "freeze_type": (1, _choice(0, 1)),
         "freeze_p": (0.7, _real(0.0, 1.0)),
         "total_steps": (65536, _total_steps),
+        # Extensions (not in MindSpore): the schedule's RNG seed, and whether
+        # BoostModel may merge depths whose saving cannot repay their
+        # compilation ("auto": yes unless param_groups is given explicitly).
+        "seed": (None, _optional_int),
+        "adaptive_depths": ("auto", _auto_or_bool),
     },
     "grad_accumulation": {"grad_accumulation_step": (1, _int(1))},
     "dim_reduce": {
@@ -265,6 +282,9 @@ def resolve_config(level="O0", boost_config_dict=None):
     else:  # disable_all
         flags = dict.fromkeys(ALGORITHMS, False)
     resolved["boost"] = {"mode": mode, **flags}
+    if flags["grad_freeze"] and resolved["grad_freeze"]["adaptive_depths"] == "auto":
+        # An explicit param_groups keeps MindSpore's meaning: every depth runs.
+        resolved["grad_freeze"]["adaptive_depths"] = "param_groups" not in user.get("grad_freeze", {})
 
     # Sections whose algorithm is off are kept (and validated) but are inert.
     inert = [
@@ -316,18 +336,11 @@ def check_implemented(config):
 
 
 def check_grad_freeze_values(values):
-    """Validates a `grad_freeze` section-like dict (plus an optional `seed`).
-
-    Returns a new dict with the schema's defaults filled in.
-    """
-    checked = {}
-    for key, (default, check) in SCHEMA["grad_freeze"].items():
-        checked[key] = check(f"grad_freeze.{key}", values[key]) if key in values else default
-    unknown = set(values) - set(SCHEMA["grad_freeze"]) - {"seed"}
-    if unknown:
-        raise _unknown("key of section 'grad_freeze'", sorted(unknown)[0], SCHEMA["grad_freeze"])
-    seed = values.get("seed")
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
-        raise TypeError(f"seed must be an int or None, got {seed!r}.")
-    checked["seed"] = seed
-    return checked
+    """Validates a `grad_freeze` section-like dict; returns it with defaults filled in."""
+    for key in values:
+        if key not in SCHEMA["grad_freeze"]:
+            raise _unknown("key of section 'grad_freeze'", key, SCHEMA["grad_freeze"])
+    return {
+        key: check(f"grad_freeze.{key}", values[key]) if key in values else default
+        for key, (default, check) in SCHEMA["grad_freeze"].items()
+    }

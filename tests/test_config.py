@@ -32,6 +32,7 @@ def test_resolved_config_is_complete_with_mindspore_defaults():
         assert set(resolved[section]) == set(keys)
     assert resolved["grad_freeze"] == {
         "param_groups": 10, "freeze_type": 1, "freeze_p": 0.7, "total_steps": 65536,
+        "seed": None, "adaptive_depths": True,
     }
     assert resolved["less_bn"] == {"fn_flag": True, "gc_flag": True}
     assert resolved["common"] == {"gradient_split_groups": None, "device_number": 8}

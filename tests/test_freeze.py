@@ -144,8 +144,8 @@ def test_freeze_optimizer_bad_input():
         boost.FreezeOptimizer(sgd, None, [0, 1])
     with pytest.raises(TypeError, match="non-empty list of lists"):
         boost.FreezeOptimizer(sgd, "groups", [0])
-    with pytest.raises(TypeError, match="neither a keras.Variable nor a variable path"):
-        boost.FreezeOptimizer(sgd, [[1, 2]], [0])
+    with pytest.raises(TypeError, match="neither a keras.Variable, a variable path nor an index"):
+        boost.FreezeOptimizer(sgd, [[1.5, 2]], [0])
     with pytest.raises(TypeError, match="keras.optimizers.Optimizer"):
         boost.FreezeOptimizer("sgd", groups, [0])
     assert boost.FreezeOpt is boost.FreezeOptimizer
@@ -180,12 +180,20 @@ def test_schedule_is_followed_and_frozen_state_is_bit_identical(model_cls):
     assert int(sgd.iterations) == 4  # the LR schedule sees every step
 
 
-def test_boost_model_needs_the_wrapped_optimizer_for_freezing():
-    model = boost.BoostModel(*deep_graph(), boost_level="O1",
-                             boost_config_dict={"boost": {"mode": "manual", "less_bn": False}})
-    model.compile(optimizer=keras.optimizers.SGD(), loss="mse")
-    with pytest.raises(ValueError, match=r"compile with optimizer=boost.wrap\(optimizer, 'O1'\)"):
-        model.fit(*regression_data(n=8), verbose=0)
+def test_boost_model_with_a_plain_optimizer_follows_the_freeze_schedule():
+    config = {"boost": {"mode": "manual", "less_bn": False},
+              "grad_freeze": {"param_groups": 5, "total_steps": 40, "freeze_type": 1, "seed": 3}}
+    model = boost.BoostModel(*deep_graph(), boost_level="O1", boost_config_dict=config)
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    freeze = boost.optimizers.find_in_chain(model.optimizer, boost.FreezeOptimizer)
+    assert freeze is not None and freeze.model_driven
+    x, y = regression_data(n=8)
+    depths = [model.train_on_batch(x, y, return_dict=True)["freeze_depth"] for _ in range(12)]
+    # The reference: MindSpore's rule with the same seed, computed on its own.
+    expected = boost.ops.freeze_schedule.generate_freeze_index_sequence(
+        5, 1, 0.7, 40, np.random.default_rng(3))[:12]
+    assert depths == expected
+    assert any(d > 0 for d in depths)
 
 
 def test_o1_config_trains_with_auto_total_steps_and_resumes(tmp_path):

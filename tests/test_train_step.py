@@ -34,7 +34,7 @@ def test_o0_float32_step_equals_keras_fit():
     plain, boosted = make(), make(boost.BoostModel)
     fit(plain, x, y, epochs=2)
     history = fit(boosted, x, y, epochs=2)
-    assert boosted.loss_scale is None and not boosted._boost_scale_state
+    assert boosted.loss_scale is None and boosted._boost_scaler() is None
     for a, b in zip(to_numpy(plain.weights), to_numpy(boosted.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     assert set(history.history) == {"loss"}
@@ -66,14 +66,14 @@ def test_overflow_step_is_skipped_bit_identically(bad):
     x_bad[3, 1] = bad
     logs = model.train_on_batch(x_bad, y, return_dict=True)
     after_weights, after_opt = state(model)
-    scale_position = [v.path for v in model.weights].index(model._boost_scale_state[0].path)
-    steps_position = scale_position + 1
-    for i, (u, v) in enumerate(zip(before[0], after_weights)):
-        if i not in (scale_position, steps_position):
-            np.testing.assert_array_equal(u, v)  # kernels and BN statistics
-    assert_same(before[1], after_opt)
+    assert_same(before[0], after_weights)  # every model weight, BN statistics included
+    scaler = model._boost_scaler()
+    own = {id(scaler.dynamic_scale), id(scaler.good_steps)}
+    keep = [i for i, v in enumerate(model.optimizer.variables) if id(v) not in own]
+    assert len(keep) == len(model.optimizer.variables) - 2
+    assert_same([before[1][i] for i in keep], [after_opt[i] for i in keep])  # every slot
     assert int(model.optimizer.iterations) == iterations
-    assert float(model._boost_scale_state[0]) == 32.0
+    assert float(scaler.dynamic_scale) == 32.0
     assert logs["overflow"] == 1.0 and logs["loss_scale"] == 32.0
 
 
@@ -89,20 +89,24 @@ def test_scale_grows_after_window_and_has_a_floor():
     assert scales == [4.0, 2.0, 1.0, 1.0]  # halves, then stops at min_scale
 
 
-def test_mixed_float16_uses_boost_scaling_and_bypasses_keras_lso(restore_policy):
+@pytest.mark.parametrize("wrapped", [False, True], ids=["plain optimizer", "boost.wrap"])
+def test_mixed_float16_uses_boost_scaling_instead_of_keras_lso(restore_policy, wrapped):
     keras.config.set_dtype_policy("mixed_float16")
     x, y = regression_data()
-    model = make(boost.BoostModel, optimizer=boost.wrap(keras.optimizers.SGD(0.05)))
+    sgd = keras.optimizers.SGD(0.05)
+    model = make(boost.BoostModel, optimizer=boost.wrap(sgd) if wrapped else sgd)
     assert model.loss_scale == boost.DynamicLossScale()
-    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)  # Keras' auto-wrap
+    # No Keras auto-wrap: the chain holds the replica-safe scaler, outermost.
+    assert isinstance(model.optimizer, boost.BoostOptimizer)
+    assert isinstance(model.optimizer.inner_optimizer, boost.optimizers.DynamicLossScaleOptimizer)
     history = fit(model, x, y, epochs=2)
     assert history.history["loss_scale"] == [2.0**15, 2.0**15]
     assert np.isfinite(history.history["loss"]).all()
     assert history.history["loss"][1] < history.history["loss"][0]
-    # The auto-wrapped LossScaleOptimizer never ran: its own state is untouched.
-    assert float(model.optimizer.dynamic_scale) == 2.0**15
-    assert int(model.optimizer.step_counter) == 0
     assert int(model.optimizer.iterations) == 8
+    # The scale lives with the optimizer: the weights keep the plain layout.
+    plain = keras.Model(*dense_graph())
+    assert [w.shape for w in model.get_weights()] == [w.shape for w in plain.get_weights()]
 
 
 def test_mixed_bfloat16_needs_no_loss_scale(restore_policy):
@@ -111,12 +115,12 @@ def test_mixed_bfloat16_needs_no_loss_scale(restore_policy):
     assert model.loss_scale is None
 
 
-def test_explicit_loss_scale_optimizer_without_boost_scaling_is_an_error():
-    x, y = regression_data()
-    model = make(boost.BoostModel, loss_scale=None,
-                 optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD()))
-    with pytest.raises(ValueError, match="BoostModel does its own loss scaling"):
-        fit(model, x, y)
+@pytest.mark.parametrize("loss_scale", [None, "dynamic"])
+def test_keras_loss_scale_optimizer_is_refused_at_compile(loss_scale):
+    model = boost.BoostModel(*dense_graph(), loss_scale=loss_scale)
+    with pytest.raises(ValueError, match="scales the loss itself.*loss_scale=boost.DynamicLossScale"):
+        model.compile(optimizer=keras.optimizers.LossScaleOptimizer(keras.optimizers.SGD()), loss="mse")
+    assert not model.compiled
 
 
 def test_bad_loss_scale_argument():
@@ -134,11 +138,30 @@ def test_functional_constructor_is_required():
 
 
 def test_config_set_in_two_places_must_agree():
-    x, y = regression_data()
-    model = make(boost.BoostModel, boost_config_dict={"common": {"device_number": 4}},
-                 optimizer=boost.wrap(keras.optimizers.SGD(), "O0", {"common": {"device_number": 2}}))
+    model = boost.BoostModel(*dense_graph(), boost_config_dict={"common": {"device_number": 4}})
     with pytest.raises(ValueError, match="set the level and config in one place"):
-        fit(model, x, y)
+        model.compile(optimizer=boost.wrap(keras.optimizers.SGD(), "O0", {"common": {"device_number": 2}}),
+                      loss="mse")
+    model = boost.BoostModel(*dense_graph(), boost_level="O0")
+    with pytest.raises(ValueError, match="boost_level='O0' but was compiled with boost.wrap\\(..., 'O1'\\)"):
+        model.compile(optimizer=boost.wrap(keras.optimizers.SGD(), "O1"), loss="mse")
+
+
+def test_plain_optimizer_is_wrapped_once_in_the_models_level():
+    model = boost.BoostModel(*dense_graph(), boost_level="O1",
+                             boost_config_dict={"boost": {"mode": "manual", "less_bn": False}})
+    sgd = keras.optimizers.SGD(0.1)
+    model.compile(optimizer=sgd, loss="mse")
+    assert isinstance(model.optimizer, boost.BoostOptimizer)
+    assert model.optimizer.boost_level == "O1"
+    chain = boost.optimizers.optimizer_chain(model.optimizer)
+    assert [type(o) for o in chain[1:]] == [boost.FreezeOptimizer, type(sgd)] and chain[-1] is sgd
+    # boost.wrap without a level follows the model.
+    follower = boost.BoostModel(*dense_graph(), boost_level="O1",
+                                boost_config_dict={"boost": {"mode": "manual", "less_bn": False}})
+    follower.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1)), loss="mse")
+    assert follower.optimizer.boost_level == "O1"
+    assert boost.optimizers.find_in_chain(follower.optimizer, boost.FreezeOptimizer) is not None
 
 
 class Subclassed(keras.Model):

@@ -100,7 +100,11 @@ def state_of(strategy, model, skip=()):
     weights = [v for v in model.weights if id(v) not in skip_ids]
     return {
         "weights": [(v.path, replica_copies(strategy, v)) for v in weights],
-        "optimizer": [(v.path, replica_copies(strategy, v)) for v in model.optimizer.variables],
+        "optimizer": [
+            (v.path, replica_copies(strategy, v))
+            for v in model.optimizer.variables
+            if id(v) not in skip_ids
+        ],
     }
 
 
@@ -173,9 +177,9 @@ def main(out_dir):
     )
 
     # 2./3. Snapshot, then the step with inf only on the bad replica.
-    scale_var = model._boost_scale_state[0]
-    steps_var = model._boost_scale_state[1]
-    before = state_of(strategy, model, skip=model._boost_scale_state)
+    scaler = model._boost_scaler()
+    scale_var, steps_var = scaler.dynamic_scale, scaler.good_steps
+    before = state_of(strategy, model, skip=[scale_var, steps_var])
     report["scale_before"] = scalar(scale_var)
     report["good_steps_before"] = scalar(steps_var)
     report["momentum_nonzero_before"] = any(
@@ -184,7 +188,7 @@ def main(out_dir):
         if "momentum" in name
     )
     hist = model.fit(dataset(x_bad, y_bad), epochs=1, shuffle=False, verbose=0)
-    after = state_of(strategy, model, skip=model._boost_scale_state)
+    after = state_of(strategy, model, skip=[scale_var, steps_var])
     report["changed_after_overflow"] = diff_report(before, after)
     report["n_compared"] = len(before["weights"]) + len(before["optimizer"])
     report["scale_after"] = scalar(scale_var)

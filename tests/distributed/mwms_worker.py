@@ -64,7 +64,8 @@ def main(out_dir):
         for i, (a, b) in enumerate(zip(init, model.trainable_weights)):
             results[f"{tag}_init_{i}"] = a
             results[f"{tag}_final_{i}"] = keras.ops.convert_to_numpy(b)
-        for i, v in enumerate(model._boost_scale_state):
+        scaler = model._boost_scaler()
+        for i, v in enumerate([] if scaler is None else [scaler.dynamic_scale, scaler.good_steps]):
             results[f"{tag}_scale_state_{i}"] = keras.ops.convert_to_numpy(v)
         for key, values in history.history.items():
             results[f"{tag}_history_{key}"] = np.asarray(values, dtype="float64")
