@@ -19,6 +19,7 @@ from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.surgery import LessBN
 from keras_boost.model import BoostModel
 from keras_boost.optimizers import BoostOptimizer
+from keras_boost.optimizers import DynamicLossScaleOptimizer
 from keras_boost.optimizers import GradientCentralization
 from keras_boost.optimizers import FlushGradientAccumulation
 from keras_boost.optimizers import FreezeOpt
@@ -26,3 +27,9 @@ from keras_boost.optimizers import FreezeOptimizer
 from keras_boost.optimizers import GradientAccumulation
 from keras_boost.optimizers import OptimizerWrapper
 from keras_boost.version import __version__
+from keras_boost import saving as _saving
+
+_saving.register_plain_names([
+    BoostModel, BoostOptimizer, DynamicLossScaleOptimizer, FreezeOptimizer,
+    GradientAccumulation, GradientCentralization, layers.NormalizedDense,
+])

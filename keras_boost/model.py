@@ -13,6 +13,7 @@ Keras' own: gradients, then `optimizer.apply`, no extra work.
 """
 
 import contextlib
+import time
 import warnings
 
 import keras
@@ -23,6 +24,7 @@ from keras_boost import config as config_lib
 from keras_boost.auto_boost import AutoBoost
 from keras_boost.errors import NoEffectWarning
 from keras_boost.errors import reraise_with_context
+from keras_boost.freeze_planner import DepthPlanner
 from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
@@ -103,6 +105,7 @@ class BoostModel(keras.Model):
         self._boost_loss_scale = resolve_loss_scale(loss_scale, _uses_float16(self))
         self._boost_loss_scale_arg = loss_scale
         self._boost_depth = 0
+        self._boost_total_updates = None
         if boost.config["boost"]["less_bn"]:
             self._boost_warn_unprocessed_graph()
 
@@ -231,14 +234,25 @@ class BoostModel(keras.Model):
             freeze.drive_from_model(self._boost_freeze_groups(freeze))
         optimizer.model_surgery_handled = True  # see _boost_warn_unprocessed_graph
         super().compile(optimizer, *args, **kwargs)
+        self._boost_build_optimizer()
+
+    def _boost_build_optimizer(self):
+        """Builds the whole chain for this model's variables (idempotent).
+
+        The step applies parts of the chain directly (the loss scaler), so
+        the chain is built here rather than on its first `apply`; its
+        variables, and hence saving and loading, are then complete.
+        """
+        if self.optimizer is None or self.optimizer.built or not self.built:
+            return
+        tf_backend = keras.backend.backend() == "tensorflow"
+        with self.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
+            self.optimizer.build(self.trainable_variables)
 
     def compile_from_config(self, config):
         # Keras skips re-compiling a model whose compile() is overridden:
         # do what Keras' own version does, through this compile().
-        config = keras.saving.deserialize_keras_object(config)
-        self.compile(**config)
-        if getattr(self, "optimizer", None) is not None and self.built:
-            self.optimizer.build(self.trainable_variables)
+        self.compile(**keras.saving.deserialize_keras_object(config))
 
     def _boost_optimizer_for(self, optimizer):
         optimizer = keras.optimizers.get(optimizer)
@@ -284,7 +298,7 @@ class BoostModel(keras.Model):
     def _boost_freeze_groups(self, freeze):
         """The freeze groups by layer structure, as indices into trainable_variables."""
         spec = freeze.schedule_spec
-        if spec is None:
+        if spec is None or freeze.groups_given:
             return None
         n = spec["param_groups"]
         groups = GradientFreeze(param_groups=n).split_parameters_groups(self, n)
@@ -325,13 +339,7 @@ class BoostModel(keras.Model):
 
     def make_train_function(self, force=False):
         self._boost_check_compiled()
-        if self.optimizer is not None and not self.optimizer.built and self.built:
-            # The step applies the chain's parts directly (the loss scaler);
-            # build the whole chain now so that its variables, and hence
-            # saving and loading, are complete.
-            tf_backend = keras.backend.backend() == "tensorflow"
-            with self.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
-                self.optimizer.build(self.trainable_variables)
+        self._boost_build_optimizer()
         freeze = self._boost_freeze_optimizer()
         if freeze is None:
             return super().make_train_function(force=force)
@@ -341,24 +349,40 @@ class BoostModel(keras.Model):
 
     def _boost_make_freeze_dispatch(self, freeze):
         """One train function per freeze depth; the host-side schedule picks
-        one per step (no retracing).
+        one per step (no retracing), through a `DepthPlanner`.
 
         All are created here, before `fit` starts (on JAX, `fit` then takes
-        the variables' values into its state); each is traced on first use.
+        the variables' values into its state); each is traced on first use,
+        and in adaptive mode only once the planner expects it to pay back
+        its trace (see `keras_boost.freeze_planner`).
         """
         compiled = [self._boost_compile_at_depth(d) for d in range(freeze.group_count)]
         self._boost_step = int(keras.ops.convert_to_numpy(freeze.freeze_step))
         # With accumulation, a window of k micro-steps is one update: the
         # schedule advances per window, so every micro-step of a window
         # trains the same group.
-        accumulation = find_gradient_accumulation(self.optimizer)
-        steps_per_update = accumulation.max_accumulation_step if accumulation else 1
+        steps_per_update = _steps_per_update(self.optimizer)
+        spec = freeze.schedule_spec
+        planner = DepthPlanner(
+            [freeze.trained_indices(d) for d in range(freeze.group_count)],
+            adaptive=bool(spec and spec["adaptive_depths"]),
+        )
+        self.freeze_planner = planner
 
         def train_function(*args):
-            depth = freeze.depth_at(self._boost_step // steps_per_update)
+            if not planner.has_schedule:  # fit sized it (on_train_begin)
+                planner.set_schedule(freeze.schedule_table(), self._boost_total_updates)
+            step = self._boost_step // steps_per_update
+            depth = planner.choose(step, freeze.depth_at(step))
             self._boost_step += 1
             self._boost_depth = depth
-            return compiled[depth](*args)
+            if not planner.needs_timing(depth):
+                return compiled[depth](*args)
+            start = time.perf_counter()
+            result = compiled[depth](*args)
+            keras.ops.convert_to_numpy(keras.tree.flatten(result)[0])  # wait for it
+            planner.record(depth, time.perf_counter() - start)
+            return result
 
         self.train_function = train_function
         return train_function
@@ -460,6 +484,11 @@ class BoostModel(keras.Model):
         return config
 
 
+def _steps_per_update(optimizer):
+    accumulation = find_gradient_accumulation(optimizer)
+    return accumulation.max_accumulation_step if accumulation else 1
+
+
 class _FreezeScheduleCallback(keras.callbacks.Callback):
     """Sizes a `total_steps="auto"` schedule from `fit` and syncs the host-side
     step counter with the saved one."""
@@ -470,5 +499,12 @@ class _FreezeScheduleCallback(keras.callbacks.Callback):
         # An unknown length (a generator without len) takes the default
         # table, which is cycled: the schedule's statistics are the same.
         freeze.ensure_schedule(epochs * steps if steps else DEFAULT_TABLE_STEPS)
+        # The run's end, in schedule steps, for the depth planner.
+        start = int(keras.ops.convert_to_numpy(freeze.freeze_step)) if freeze.built else 0
+        end = (start + epochs * steps) // _steps_per_update(self.model.optimizer) if steps else None
+        self.model._boost_total_updates = end
+        planner = getattr(self.model, "freeze_planner", None)
+        if planner is not None and planner.has_schedule:
+            planner.total_steps = end
         if freeze.built:
             self.model._boost_step = int(keras.ops.convert_to_numpy(freeze.freeze_step))

@@ -69,3 +69,44 @@ def test_mixed_float16_save_load_keeps_optimizer_state(tmp_path, restore_policy)
         np.testing.assert_array_equal(a, b)
     fit(restored, epochs=1)
     assert int(restored.optimizer.iterations) == 8
+
+
+O1_NO_SURGERY = {"boost": {"mode": "manual", "less_bn": False},
+                 "grad_freeze": {"param_groups": 2, "freeze_type": 0, "freeze_p": 0.5}}
+
+
+@pytest.mark.parametrize("level, config", [("O0", None), ("O1", O1_NO_SURGERY)])
+def test_h5_checkpoint_of_a_boost_model_loads(tmp_path, level, config):
+    model = boost.BoostModel(*dense_graph(), boost_level=level, boost_config_dict=config)
+    # A loss object: Keras' own H5 loader cannot read back the string "mse".
+    model.compile(optimizer=keras.optimizers.SGD(0.05), loss=keras.losses.MeanSquaredError())
+    x, y = regression_data()
+    path = str(tmp_path / "best.h5")
+    model.fit(x, y, epochs=2, verbose=0, callbacks=[keras.callbacks.ModelCheckpoint(path)])
+    restored = keras.saving.load_model(path)
+    assert isinstance(restored, boost.BoostModel) and restored.boost_level == level
+    np.testing.assert_array_equal(restored.predict(x, verbose=0), model.predict(x, verbose=0))
+    assert isinstance(restored.optimizer, boost.BoostOptimizer)
+    restored.fit(x, y, epochs=1, verbose=0)  # and it trains on
+
+
+@pytest.mark.parametrize("loss_scale", [None, "dynamic"])
+def test_weights_keep_the_plain_models_layout_both_ways(tmp_path, loss_scale):
+    plain = keras.Model(*dense_graph(seed=1))
+    boosted = boost.BoostModel(*dense_graph(seed=2), loss_scale=loss_scale)
+    boosted.compile(optimizer=keras.optimizers.SGD(0.05), loss="mse")
+    boosted.fit(*regression_data(), epochs=1, verbose=0)
+    assert [w.shape for w in boosted.get_weights()] == [w.shape for w in plain.get_weights()]
+    plain.set_weights(boosted.get_weights())
+    for a, b in zip(plain.get_weights(), boosted.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    path = str(tmp_path / "w.weights.h5")
+    plain.save_weights(path)
+    fresh = boost.BoostModel(*dense_graph(seed=3), loss_scale=loss_scale)
+    fresh.load_weights(path)
+    for a, b in zip(fresh.get_weights(), plain.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    boosted.save_weights(path)
+    plain.load_weights(path)
+    for a, b in zip(plain.get_weights(), boosted.get_weights()):
+        np.testing.assert_array_equal(a, b)

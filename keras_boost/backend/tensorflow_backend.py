@@ -143,3 +143,15 @@ def switch(index, branches, args):
         ops.switch(index, [run(b) for b in branches])
 
     tf.distribute.get_replica_context().merge_call(cross_replica, args=(index, *args))
+
+
+def run_on_replicas(fn, args, variable):
+    """Runs `fn(*args)` eagerly on every replica of `variable`'s strategy.
+
+    A tf.function around `strategy.run`: the replica functions then trace
+    into one graph and may all-reduce (e.g. an optimizer's apply).
+    """
+    value = getattr(variable, "value", variable)
+    strategy = getattr(value, "_distribute_strategy", None) or tf.distribute.get_strategy()
+    with strategy.scope():
+        tf.function(lambda: strategy.run(fn, args=args))()

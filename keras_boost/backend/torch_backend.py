@@ -47,3 +47,7 @@ def assign_where(triples):
 def switch(index, branches, args):
     with torch.no_grad():
         branches[int(index)](*args)
+
+
+def run_on_replicas(fn, args, variable):
+    return apply(fn, args)

@@ -271,22 +271,11 @@ class GradientAccumulation(OptimizerWrapper):
         if not self.built or int(ops.convert_to_numpy(self._micro_step.value)) == 0:
             return False
         variables = self._trainable_variables
-        name = keras.backend.backend()
-        if name == "tensorflow":
-            import tensorflow as tf
-
-            strategy = getattr(
-                self._micro_step.value, "_distribute_strategy", None
-            ) or tf.distribute.get_strategy()
-            with strategy.scope():
-                # A tf.function around strategy.run: the replica functions
-                # then trace into one graph and may all-reduce.
-                tf.function(lambda: strategy.run(self._apply_window, args=(variables,)))()
-        elif name == "jax":
+        if keras.backend.backend() == "jax":
             # Eager JAX: the inner optimizer's stateful apply is legal here.
             self._apply_window(variables)
         else:
-            kb_backend.current().apply(self._apply_window, (variables,))
+            kb_backend.current().run_on_replicas(self._apply_window, (variables,), self._micro_step)
         return True
 
     # --- saving ------------------------------------------------------------

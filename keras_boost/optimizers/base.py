@@ -62,6 +62,11 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
 
     @tracking.no_automatic_dependency_tracking
     def build(self, var_list):
+        if self.built:
+            # Idempotent, unlike Keras' optimizers: Keras' legacy H5 loader
+            # builds the optimizer again (with the model's own, empty,
+            # variable list) after compile already built it.
+            return
         self._build_own(var_list)
         self._build_inner(var_list)
         super().build(var_list)

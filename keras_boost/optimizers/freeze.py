@@ -87,6 +87,11 @@ class FreezeOptimizer(OptimizerWrapper):
         return None if self._schedule_spec is None else dict(self._schedule_spec)
 
     @property
+    def groups_given(self):
+        """True when the groups are known (given, or fixed by a saved config)."""
+        return self._group_spec is not None
+
+    @property
     def model_driven(self):
         """True once a `BoostModel` selects the trained group at each step."""
         return self._model_driven
@@ -184,7 +189,8 @@ class FreezeOptimizer(OptimizerWrapper):
             np.random.default_rng(spec["seed"]),
         )
 
-    def _schedule_table(self):
+    def schedule_table(self):
+        """The depth per step (cycled), generated on first use."""
         if self.train_strategy is None and self._schedule_spec is not None:
             self.ensure_schedule(DEFAULT_TABLE_STEPS)
         if self.train_strategy is None:  # MindSpore: round-robin over groups
@@ -193,7 +199,7 @@ class FreezeOptimizer(OptimizerWrapper):
 
     def depth_at(self, step):
         """The group trained at (0-based) step `step` (host side)."""
-        table = self._schedule_table()
+        table = self.schedule_table()
         return table[step % len(table)]
 
     def trained_indices(self, depth):
@@ -204,7 +210,7 @@ class FreezeOptimizer(OptimizerWrapper):
 
     def _depth_and_mask(self, step):
         """The depth at `step` and, per variable, whether that depth trains it."""
-        table = self._schedule_table()
+        table = self.schedule_table()
         depth = ops.take(ops.convert_to_tensor(table, "int32"), ops.cast(step, "int32") % len(table))
         mask = np.zeros((self.group_count, len(self._trainable_variables)), bool)
         for d, indices in enumerate(self._group_indices):
@@ -377,7 +383,10 @@ def _group_indices(spec, var_list):
 def _check_schedule(schedule):
     if not isinstance(schedule, dict):
         raise TypeError(f"schedule must be a dict, got {schedule!r}.")
-    return config_lib.check_grad_freeze_values(schedule)
+    checked = config_lib.check_grad_freeze_values(schedule)
+    if checked["adaptive_depths"] == "auto":  # as in the config
+        checked["adaptive_depths"] = "param_groups" not in schedule
+    return checked
 
 
 def _check_strategy(strategy, groups):

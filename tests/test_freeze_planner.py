@@ -1,0 +1,135 @@
+"""The freeze depth planner: its rule on fake timings, and its use in BoostModel."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+from conftest import regression_data
+from keras_boost.freeze_planner import DepthPlanner
+from keras_boost.freeze_planner import TIMED_CALLS
+
+SUFFIXES = [[0, 1, 2, 3], [1, 2, 3], [2, 3], [3]]
+
+
+def run(planner, steps, step_time, trace_time=2.0):
+    """Drives the planner like BoostModel's dispatch; returns the depths run."""
+    ran = []
+    for step in range(steps):
+        depth = planner.choose(step)
+        if planner.needs_timing(depth):
+            first = depth not in planner.traced
+            planner.record(depth, step_time[depth] + (trace_time if first else 0.0))
+        ran.append(depth)
+    return ran
+
+
+def test_identical_groups_share_one_depth():
+    planner = DepthPlanner([[0, 1], [0, 1], [1], [1]], adaptive=False)
+    assert planner.alias == [0, 0, 2, 2]
+    planner.set_schedule([0, 1, 2, 3])
+    assert [planner.choose(s) for s in range(4)] == [0, 0, 2, 2]
+
+
+def test_non_adaptive_runs_every_depth_as_scheduled():
+    planner = DepthPlanner(SUFFIXES, adaptive=False)
+    table = [0, 3, 1, 2, 0, 0]
+    planner.set_schedule(table, total_steps=6)
+    assert run(planner, 6, {d: 0.01 for d in range(4)}) == table
+    assert not planner.needs_timing(0)  # no syncs in non-adaptive mode
+
+
+def test_short_run_traces_only_the_full_step():
+    # 300 steps of 20 ms: no depth can repay a 2 s trace (at most ~0.6 x 20 ms
+    # saved on each of its < 300 uses), so every frozen step runs as depth 0.
+    planner = DepthPlanner(SUFFIXES, adaptive=True)
+    table = [0, 1, 0, 2, 0, 3]
+    planner.set_schedule(table, total_steps=300)
+    ran = run(planner, 300, {0: 0.02, 1: 0.015, 2: 0.012, 3: 0.01})
+    assert set(ran) == {0}
+    assert planner.traced == [0] and planner.declined == {1, 2, 3}
+
+
+def test_long_run_traces_depths_that_repay_their_trace():
+    planner = DepthPlanner(SUFFIXES, adaptive=True)
+    planner.set_schedule([0, 1, 0, 2, 0, 3], total_steps=100_000)
+    ran = run(planner, 60, {0: 0.02, 1: 0.015, 2: 0.012, 3: 0.01})
+    # Depth 0 runs first (it measures t0 and the trace cost), then the
+    # frozen depths run as scheduled.
+    assert ran[:2] == [0, 0]
+    assert ran[-6:] == [0, 1, 0, 2, 0, 3]
+    assert sorted(planner.traced) == [0, 1, 2, 3]
+    assert planner.step_time(3) == pytest.approx(0.01)
+    assert planner.trace_cost(0) == pytest.approx(2.0)
+
+
+def test_a_depth_that_saves_nothing_is_dropped_for_the_deepest_kept_shallower_one():
+    planner = DepthPlanner(SUFFIXES, adaptive=True)
+    planner.set_schedule([0, 1, 0, 2, 0, 3], total_steps=100_000)
+    # Depth 2 is measured no faster than the full step.
+    ran = run(planner, 120, {0: 0.02, 1: 0.015, 2: 0.0199, 3: 0.01})
+    assert planner.dropped == {2}
+    assert ran[-6:] == [0, 1, 0, 1, 0, 3]  # depth 2 runs as depth 1 (a superset)
+    # Each depth is timed only on its first 1 + TIMED_CALLS calls.
+    assert all(len(calls) == 1 + TIMED_CALLS for calls in planner._calls.values())
+
+
+def test_one_answer_per_schedule_step():
+    # With accumulation every micro-step of a window asks for the same step.
+    planner = DepthPlanner(SUFFIXES, adaptive=True)
+    planner.set_schedule([0, 3], total_steps=100_000)
+    assert planner.choose(5) == planner.choose(5)
+
+
+def test_unknown_length_counts_as_long():
+    planner = DepthPlanner(SUFFIXES, adaptive=True)
+    planner.set_schedule([0, 0, 3], total_steps=None)
+    assert 3 in run(planner, 30, {0: 0.02, 1: 0.015, 2: 0.012, 3: 0.01})
+    assert "depth 3 traced" in planner.summary()
+
+
+# --- in BoostModel --------------------------------------------------------------
+
+
+def deep_graph():
+    init = keras.initializers.GlorotUniform(seed=1)
+    inputs = keras.Input((5,))
+    h = inputs
+    for i in range(4):
+        h = keras.layers.Dense(8, activation="relu", kernel_initializer=init, name=f"d{i}")(h)
+    return inputs, keras.layers.Dense(3, kernel_initializer=init, name="head")(h)
+
+
+@pytest.mark.parametrize("adaptive", [False, True])
+def test_boost_model_traces_a_depth_only_on_first_use(monkeypatch, adaptive):
+    if adaptive and keras.backend.backend() == "torch":
+        pytest.skip("torch compiles nothing, so no trace cost declines a depth; "
+                    "the rule itself is tested on fake timings above")
+    config = {"boost": {"mode": "manual", "less_bn": False},
+              "grad_freeze": {"param_groups": 5, "freeze_type": 0, "freeze_p": 0.5,
+                              "total_steps": 300, "adaptive_depths": adaptive}}
+    model = boost.BoostModel(*deep_graph(), boost_level="O1", boost_config_dict=config)
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    traces = {}
+    original = boost.BoostModel.train_step
+
+    def counting(self, *args):
+        traces[self._boost_depth] = traces.get(self._boost_depth, 0) + 1
+        return original(self, *args)
+
+    monkeypatch.setattr(boost.BoostModel, "train_step", counting)
+    x, y = regression_data(n=8)
+    ran = []
+    logger = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: ran.append(int(logs["freeze_depth"])))
+    model.fit(x, y, batch_size=1, epochs=3, shuffle=False, verbose=0, callbacks=[logger])
+    # Schedule "0000 1234" (zero_cnt = floor(0.5 * 4 / 0.5) = 4), 24 steps.
+    if adaptive:
+        # 24 steps cannot repay a trace: only the full step is compiled.
+        assert set(traces) == {0} and model.freeze_planner.traced == [0]
+        assert ran == [0] * 24
+    else:
+        assert ran == ([0, 0, 0, 0, 1, 2, 3, 4] * 3)
+        assert set(traces) == {0, 1, 2, 3, 4}
+    if keras.backend.backend() != "torch":  # torch runs the Python step every call
+        assert all(count == 1 for count in traces.values())
