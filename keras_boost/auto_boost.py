@@ -111,7 +111,7 @@ class AutoBoost:
             )
             exclude_grouped_kernels(model)
             return model
-        model = _less_bn(model, self._config["less_bn"]["fn_flag"])
+        model = LessBN(model, fn_flag=self._config["less_bn"]["fn_flag"])
         exclude_grouped_kernels(model)
         return model
 
@@ -129,22 +129,12 @@ class AutoBoost:
         check_implemented(self._config)
         if self._config["boost"]["less_bn"]:
             if getattr(model, REPORT_ATTR, None) is None and _has_layer_graph(model):
-                model = _less_bn(model, self._config["less_bn"]["fn_flag"])
+                model = LessBN(model, fn_flag=self._config["less_bn"]["fn_flag"])
         return model
 
 
 def _has_layer_graph(model):
     return isinstance(model, (Functional, keras.Sequential))
-
-
-def _less_bn(model, fn_flag):
-    try:
-        return LessBN(model, fn_flag=fn_flag)
-    except TypeError as error:
-        raise TypeError(
-            f"{error} Or switch LessBN off: "
-            '{"boost": {"mode": "manual", "less_bn": false}}.'
-        ) from error
 
 
 def _optimizer_for(optimizer, old_model, new_model):

@@ -31,6 +31,7 @@ from keras_boost.loss_scale import resolve_loss_scale
 from keras_boost.optimizers.accumulation import find_gradient_accumulation
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.optimizers.centralization import exclude_grouped_kernels
 from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
 from keras_boost.optimizers.freeze import DEFAULT_TABLE_STEPS
 from keras_boost.optimizers.freeze import FreezeOptimizer
@@ -233,6 +234,9 @@ class BoostModel(keras.Model):
         if freeze is not None:
             freeze.drive_from_model(self._boost_freeze_groups(freeze))
         optimizer.model_surgery_handled = True  # see _boost_warn_unprocessed_graph
+        # GC sees variables only; mark this graph's depthwise/grouped kernels
+        # (again after load_model, whose variables are new).
+        exclude_grouped_kernels(self)
         super().compile(optimizer, *args, **kwargs)
         self._boost_build_optimizer()
 

@@ -157,3 +157,121 @@ def test_wrap_with_less_bn_warns_when_no_model_does_the_surgery():
 def test_rejects_non_optimizers():
     with pytest.raises(TypeError, match="keras.optimizers.Optimizer"):
         boost.GradientCentralization("sgd")
+
+
+# --- depthwise / grouped kernels known by their layer's type ---------------------
+
+
+def grouped_model(name="grouped_net"):
+    """A DepthwiseConv2D named "dw" and a grouped Conv2D with a neutral name.
+
+    Both have 32 input channels, so the shape rule alone would centralize
+    them; `plain` is an ordinary Conv2D that must still be centralized.
+    """
+    inputs = keras.Input((6, 6, 32))
+    x = L.DepthwiseConv2D(3, padding="same", use_bias=False, name="dw")(inputs)
+    x = L.Conv2D(32, 3, padding="same", groups=2, use_bias=False, name="mix")(x)
+    x = L.Conv2D(16, 1, use_bias=False, name="plain")(x)
+    return keras.Model(inputs, L.GlobalAveragePooling2D()(x), name=name)
+
+
+def _kernels(model):
+    return [model.get_layer(n).kernel for n in ("dw", "mix", "plain")]
+
+
+def test_depthwise_named_dw_and_grouped_conv_need_the_layer_type():
+    model = grouped_model()
+    dw, mix, plain = _kernels(model)
+    assert [v.path for v in (dw, mix)] == ["dw/kernel", "mix/kernel"]
+    # The shape rule alone would centralize all three: the names tell nothing.
+    assert [should_centralize(v) for v in (dw, mix, plain)] == [True, True, True]
+    assert exclude_grouped_kernels(model) == 2
+    assert [should_centralize(v) for v in (dw, mix, plain)] == [False, False, True]
+
+
+def test_model_argument_marks_at_construction():
+    model = grouped_model()
+    dw, mix, plain = _kernels(model)
+    boost.GradientCentralization(keras.optimizers.SGD(0.1), model=model)
+    assert [should_centralize(v) for v in (dw, mix, plain)] == [False, False, True]
+
+
+def test_separable_conv_depthwise_kernel_by_type_and_groups_one_not_marked():
+    inputs = keras.Input((6, 6, 16))
+    x = L.SeparableConv2D(16, 3, name="sep")(inputs)
+    x = L.Conv2D(16, 1, groups=1, name="ungrouped")(x)
+    model = keras.Model(inputs, x)
+    assert exclude_grouped_kernels(model) == 1
+    sep = model.get_layer("sep")
+    assert getattr(sep.depthwise_kernel, "_keras_boost_no_gc", False)
+    assert should_centralize(sep.pointwise_kernel)
+    assert should_centralize(model.get_layer("ungrouped").kernel)
+
+
+def test_nested_sub_model_kernels_are_marked():
+    inner = grouped_model("inner")
+    inputs = keras.Input((6, 6, 32))
+    outer = keras.Model(inputs, inner(inputs))
+    assert exclude_grouped_kernels(outer) == 2
+    assert [should_centralize(v) for v in _kernels(inner)] == [False, False, True]
+
+
+def test_a_step_with_model_leaves_grouped_kernels_uncentered():
+    """One SGD step against the plain step: GC only where the layer type allows."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 6, 6, 32)).astype("float32")
+    y = rng.normal(size=(4, 16)).astype("float32")
+    lr = 0.1
+
+    def step(make_opt):
+        model = grouped_model()
+        for w in model.weights:
+            w.assign(rng_w.normal(0, 0.1, w.shape).astype("float32"))
+        start = [np.array(keras.ops.convert_to_numpy(v)) for v in _kernels(model)]
+        model.compile(optimizer=make_opt(model), loss="mse")
+        model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+        return start, [np.array(keras.ops.convert_to_numpy(v)) for v in _kernels(model)]
+
+    rng_w = np.random.default_rng(1)
+    start, plain = step(lambda m: keras.optimizers.SGD(lr))
+    rng_w = np.random.default_rng(1)
+    start_gc, gc = step(lambda m: boost.GradientCentralization(keras.optimizers.SGD(lr), model=m))
+    for a, b in zip(start, start_gc):
+        np.testing.assert_array_equal(a, b)
+    for i, (w0, p, g) in enumerate(zip(start, plain, gc)):
+        grad = (w0 - p) / lr
+        expected = w0 - lr * (numpy_gc(grad) if i == 2 else grad)  # only "plain" is centered
+        np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-6)
+    assert not np.allclose(numpy_gc((start[0] - plain[0]) / lr), (start[0] - plain[0]) / lr)
+
+
+def test_model_built_later_is_marked_when_the_optimizer_builds():
+    model = keras.Sequential([L.DepthwiseConv2D(3, padding="same", name="dw"),
+                              L.GlobalAveragePooling2D(), L.Dense(2)])
+    opt = boost.GradientCentralization(keras.optimizers.SGD(0.1), model=model)  # not built yet
+    model.compile(optimizer=opt, loss="mse")
+    model.fit(np.ones((2, 4, 4, 16), "float32"), np.ones((2, 2), "float32"), verbose=0)
+    assert not should_centralize(model.get_layer("dw").kernel)
+
+
+def test_model_is_not_serialized_and_not_kept_alive():
+    import gc
+    import weakref
+
+    model = grouped_model()
+    opt = boost.GradientCentralization(keras.optimizers.SGD(0.1), model=model, name="gc")
+    config = opt.get_config()
+    assert "model" not in config and config["name"] == "gc"
+    clone = boost.GradientCentralization.from_config(config)
+    assert isinstance(clone, boost.GradientCentralization) and clone.name == "gc"
+    ref = weakref.ref(model)
+    del model
+    gc.collect()
+    assert ref() is None  # the optimizer holds only a weak reference
+    opt.build([keras.Variable(np.zeros((16, 4), "float32"))])  # model gone: no error
+
+
+@pytest.mark.parametrize("bad", ["gc_name", keras.layers.Dense(2), 3])
+def test_model_argument_must_be_a_model(bad):
+    with pytest.raises(TypeError, match="model must be None or a keras.Model"):
+        boost.GradientCentralization(keras.optimizers.SGD(), bad)

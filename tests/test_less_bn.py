@@ -334,8 +334,13 @@ def test_fn_flag_replaces_the_last_dense_from_its_kernel():
     np.testing.assert_array_equal(
         keras.ops.convert_to_numpy(head.kernel), keras.ops.convert_to_numpy(model.get_layer("logits").kernel)
     )
-    assert float(keras.ops.convert_to_numpy(head.scale)) == 1.0
+    # The initial scale is matched_scale's, not MindSpore's 1: sqrt(d * mean_j ||w_j||^2).
+    w = keras.ops.convert_to_numpy(model.get_layer("logits").kernel).astype(np.float64)
+    expected = np.sqrt(w.shape[0] * (w**2).sum(axis=0).mean())
+    np.testing.assert_allclose(float(keras.ops.convert_to_numpy(head.scale)), expected, rtol=1e-6)
+    assert head.initial_scale == pytest.approx(expected, rel=1e-6)
     assert "NormalizedDense" in str(new.less_bn_report)
+    assert f"initial scale {expected:.3g}" in new.less_bn_report.head
 
 
 def test_fn_flag_with_dense_not_last_warns_and_keeps_the_dense():
@@ -345,6 +350,184 @@ def test_fn_flag_with_dense_not_last_warns_and_keeps_the_dense():
         new = boost.LessBN(flat, fn_flag=True)
     assert isinstance(new.get_layer("logits"), L.Dense)
     assert new.less_bn_report.num_removed == 3
+
+
+def numpy_head(f, w, s):
+    """NormalizedDense in NumPy (no norm reaches the 1e-4 floor here)."""
+    return s * (f / np.linalg.norm(f, axis=-1, keepdims=True)) @ (w / np.linalg.norm(w, axis=0))
+
+
+def features_and_head(activation, seed=0):
+    """The quickstart CNN with a head of `activation`, and the head's input model."""
+    base = residual_cnn(seed=seed)
+    features = base.get_layer("pool").output
+    init = keras.initializers.GlorotUniform(seed=seed + 7)
+    out = L.Dense(10, activation=activation, kernel_initializer=init, name="logits")(features)
+    return keras.Model(base.input, out, name="cnn"), keras.Model(base.input, features)
+
+
+@pytest.mark.parametrize("activation", [None, "linear", "softmax"])
+def test_fn_flag_swaps_a_linear_or_softmax_head_with_the_numpy_formula(activation):
+    model, features = features_and_head(activation)
+    report = find_less_bn(model)
+    randomize(model, set(report.removed_names))  # removed BNs: identity, so features agree
+    new = boost.LessBN(model, fn_flag=True)
+    head = new.get_layer("logits")
+    assert isinstance(head, boost.layers.NormalizedDense)
+    x = np.random.default_rng(2).random((4, 28, 28, 1)).astype("float32")
+    f = keras.ops.convert_to_numpy(features(x, training=False)).astype(np.float64)
+    w = keras.ops.convert_to_numpy(model.get_layer("logits").kernel).astype(np.float64)
+    s = np.sqrt(w.shape[0] * (w**2).sum(axis=0).mean())
+    expected = numpy_head(f, w, s)
+    if activation == "softmax":
+        expected = np.exp(expected) / np.exp(expected).sum(-1, keepdims=True)
+    got = keras.ops.convert_to_numpy(new(x, training=False))
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("activation", ["sigmoid", "relu", "tanh"])
+def test_fn_flag_keeps_a_head_with_another_activation(activation):
+    model, _ = features_and_head(activation)
+    with pytest.warns(boost.NoEffectWarning, match=f"activation '{activation}'.*Dense is kept"):
+        new = boost.LessBN(model, fn_flag=True)
+    head = new.get_layer("logits")
+    assert type(head) is L.Dense and head.activation is model.get_layer("logits").activation
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(head.kernel),
+                                  keras.ops.convert_to_numpy(model.get_layer("logits").kernel))
+    report = new.less_bn_report
+    assert report.head is None and report.num_removed == 5  # the BNs still go
+    assert any(f"activation '{activation}'" in n for n in report.notes)
+    assert f"activation '{activation}'" in str(report)
+
+
+def test_kept_head_and_no_bn_removed_returns_the_model_unchanged():
+    inputs, _ = dense_graph()
+    model = keras.Model(inputs, L.Dense(1, activation="sigmoid", name="out")(inputs))
+    with pytest.warns(boost.NoEffectWarning) as record:
+        same = boost.LessBN(model, fn_flag=True)
+    assert same is model
+    messages = [str(w.message) for w in record]
+    assert any("activation 'sigmoid'" in m for m in messages)
+    assert any("found nothing to remove" in m for m in messages)
+
+
+def test_head_swap_alone_swaps_and_warns_that_no_bn_was_removed():
+    model = keras.Model(*dense_graph())  # Dense-BN-ReLU-Dense: no LessBN pattern
+    x = np.random.default_rng(0).normal(size=(6, 5)).astype("float32")
+    before = to_numpy(model.weights)
+    with pytest.warns(boost.NoEffectWarning, match="none was removed; only the head changed"):
+        new = boost.LessBN(model, fn_flag=True)
+    assert new is not model
+    assert isinstance(new.get_layer("d2"), boost.layers.NormalizedDense)
+    assert [l.name for l in new.layers if isinstance(l, L.BatchNormalization)] == ["bn"]
+    assert new.less_bn_report.num_removed == 0 and "d2" in new.less_bn_report.head
+    assert any("only the head" in n for n in new.less_bn_report.notes)
+    # Reference: the unchanged model's hidden features through the NumPy head.
+    hidden = keras.Model(model.input, model.get_layer("d2").input)
+    f = keras.ops.convert_to_numpy(hidden(x)).astype(np.float64)
+    w = keras.ops.convert_to_numpy(model.get_layer("d2").kernel).astype(np.float64)
+    s = float(keras.ops.convert_to_numpy(new.get_layer("d2").scale))
+    expected = numpy_head(f, w, s)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(new(x)), expected, rtol=1e-4, atol=1e-5)
+    for a, b in zip(before, to_numpy(model.weights)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_head_scale_rule_on_random_inputs():
+    """LessBN's head on isotropic inputs: |logit| <= s and the Dense's logit std."""
+    model = residual_cnn(seed=3)
+    dense = model.get_layer("logits")
+    head = boost.LessBN(model, fn_flag=True).get_layer("logits")
+    s = float(keras.ops.convert_to_numpy(head.scale))
+    x = np.random.default_rng(0).normal(size=(8000, dense.kernel.shape[0])).astype("float32")
+    y = keras.ops.convert_to_numpy(head(x))
+    reference = x.astype(np.float64) @ keras.ops.convert_to_numpy(dense.kernel).astype(np.float64)
+    assert np.abs(y).max() <= s * (1 + 1e-6)
+    np.testing.assert_allclose(y.std(), reference.std(), rtol=0.03)
+    np.testing.assert_allclose(y.std(), s / np.sqrt(x.shape[1]), rtol=0.03)
+    # Much wider than MindSpore's unit scale, whose cosine logits have std 1/sqrt(64).
+    assert s > 5
+
+
+# --- layers that cannot be copied; the input model is never changed -----------------
+
+
+class StrictScale(L.Layer):
+    """A layer whose __init__ does not take Keras' base keywords (name, dtype...)."""
+
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+
+    def call(self, x):
+        return x * self.factor
+
+
+def snapshot(model):
+    """Everything LessBN could change on a model, for an identity check."""
+    state = {"config": repr(model.get_config()), "attrs": sorted(model.__dict__)}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        state[layer.name] = (
+            type(layer), len(layer._inbound_nodes), len(layer._outbound_nodes),
+            sorted(layer.__dict__), [id(w) for w in layer.weights],
+            [np.array(keras.ops.convert_to_numpy(w)).tobytes() for w in layer.weights],
+        )
+    return state
+
+
+def strict_models():
+    base = residual_cnn(seed=0)
+    x = StrictScale(2.0)(base.get_layer("pool").output)
+    with_bns = keras.Model(base.inputs, base.get_layer("logits")(x), name="with_bns")
+    inputs = keras.Input((5,))
+    head_only = keras.Model(inputs, L.Dense(3, name="head")(StrictScale(0.5)(inputs)),
+                            name="head_only")
+    return [(with_bns, False), (with_bns, True), (head_only, True)]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_layer_that_cannot_be_copied_raises_a_type_error_with_the_fix(case):
+    model, fn_flag = strict_models()[case]
+    strict = next(l for l in model.layers if isinstance(l, StrictScale))
+    before = snapshot(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", boost.NoEffectWarning)
+        with pytest.raises(TypeError) as info:
+            boost.LessBN(model, fn_flag=fn_flag)
+    message = str(info.value)
+    assert f"layer {strict.name!r}" in message and "StrictScale" in message
+    assert "cannot be re-created from its config" in message
+    assert "get_config" in message and "**kwargs" in message
+    assert '{"boost": {"mode": "manual", "less_bn": false}}' in message
+    assert isinstance(info.value.__cause__, Exception)  # the original error is chained
+    assert snapshot(model) == before
+    assert not hasattr(model, "less_bn_report")
+
+
+@pytest.mark.parametrize("kind", ["functional", "sequential", "nested", "head_only"])
+def test_less_bn_does_not_mutate_the_input_model(kind):
+    if kind == "functional":
+        model = residual_cnn(seed=0)
+        model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    elif kind == "sequential":
+        model = keras.Sequential(
+            [keras.Input((8, 8, 3)), L.Conv2D(8, 1, use_bias=False), L.ReLU(6.0),
+             L.Conv2D(8, 1, use_bias=False), L.BatchNormalization(name="head_bn"), L.ReLU(6.0),
+             L.GlobalAveragePooling2D(), L.Dense(3, kernel_initializer="ones")])
+    elif kind == "nested":
+        inner = residual_cnn(seed=0)
+        inputs = keras.Input((28, 28, 1))
+        model = keras.Model(inputs, L.Activation("softmax")(inner(inputs)))
+    else:
+        model = keras.Model(*dense_graph())
+    before = snapshot(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", boost.NoEffectWarning)
+        new = boost.LessBN(model, fn_flag=True)
+    assert new is not model
+    assert snapshot(model) == before
+    assert not hasattr(model, "less_bn_report")
+    assert not set(map(id, new.weights)) & set(map(id, model.weights))
 
 
 # --- nothing to do, bad input -----------------------------------------------------
@@ -483,11 +666,22 @@ def test_autoboost_recreates_a_built_optimizer_and_maps_weight_decay_exclusions(
     assert float(fresh.learning_rate) == pytest.approx(0.07) and fresh.momentum == 0.9
 
 
-def test_autoboost_subclassed_model_error_says_how_to_switch_less_bn_off():
+def test_autoboost_subclassed_model_warns_and_keeps_the_model():
     model = Subclassed()
     model(np.zeros((1, 8, 8, 3), "float32"))
-    with pytest.raises(TypeError, match='"less_bn": false'):
+    with pytest.warns(boost.NoEffectWarning, match="subclassed model"):
+        new, opt = boost.AutoBoost("O1", MANUAL_O1).network_auto_process_train(
+            model, keras.optimizers.SGD())
+    assert new is model
+    assert isinstance(opt.inner_optimizer, boost.GradientCentralization)
+
+
+def test_autoboost_layer_that_cannot_be_copied_says_how_to_switch_less_bn_off():
+    model, _ = strict_models()[0]
+    before = snapshot(model)
+    with pytest.raises(TypeError, match='(?s)cannot be re-created from its config.*"less_bn": false'):
         boost.AutoBoost("O1", MANUAL_O1).network_auto_process_train(model, keras.optimizers.SGD())
+    assert snapshot(model) == before
 
 
 def test_wrap_with_less_bn_applies_gc():

@@ -1,6 +1,7 @@
 """boost.layers.NormalizedDense against the NumPy formula of MindSpore's FN head."""
 
 import os
+import re
 import tempfile
 
 import keras
@@ -9,6 +10,8 @@ import pytest
 
 import keras_boost as boost
 from keras_boost.layers import NormalizedDense
+from keras_boost.layers.normalized_dense import adacos_scale
+from keras_boost.layers.normalized_dense import matched_scale
 
 
 def numpy_fn(x, w, s, eps=1e-4):
@@ -87,9 +90,11 @@ def test_bad_epsilon():
 
 
 def test_config_round_trip_and_model_save_load():
-    layer = NormalizedDense(3, activation="softmax", epsilon=1e-3, name="fn")
+    layer = NormalizedDense(3, activation="softmax", epsilon=1e-3, initial_scale=4.5, name="fn")
     clone = NormalizedDense.from_config(layer.get_config())
-    assert (clone.units, clone.epsilon, clone.name) == (3, 1e-3, "fn")
+    assert (clone.units, clone.epsilon, clone.name, clone.initial_scale) == (3, 1e-3, "fn", 4.5)
+    clone.build((None, 5))
+    assert float(keras.ops.convert_to_numpy(clone.scale)) == 4.5
     inputs = keras.Input((5,))
     model = keras.Model(inputs, layer(inputs))
     layer.scale.assign(1.7)
@@ -122,3 +127,85 @@ def test_gc_leaves_the_head_alone():
     layer = NormalizedDense(16)
     layer.build((None, 32))
     assert not boost.optimizers.should_centralize(layer.kernel)
+
+
+# --- initial scale ------------------------------------------------------------------
+
+
+def test_initial_scale_sets_the_trainable_scale_and_bounds_the_logits():
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(64, 12)).astype("float32")
+    layer = NormalizedDense(5, initial_scale=7.5)
+    y = keras.ops.convert_to_numpy(layer(x))
+    assert float(keras.ops.convert_to_numpy(layer.scale)) == 7.5
+    assert any(w is layer.scale for w in layer.trainable_weights)
+    np.testing.assert_allclose(y, numpy_fn(x, keras.ops.convert_to_numpy(layer.kernel), 7.5),
+                               rtol=1e-5, atol=1e-5)
+    assert np.abs(y).max() <= 7.5 * (1 + 1e-6)
+    # The scale stays trainable: one SGD step moves it.
+    model = keras.Sequential([keras.Input((12,)), layer])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(x, rng.normal(size=(64, 5)).astype("float32"), batch_size=64, verbose=0)
+    assert float(keras.ops.convert_to_numpy(layer.scale)) != 7.5
+
+
+@pytest.mark.parametrize("bad", [0, -1.0, float("nan"), float("inf"), "2", True, None])
+def test_bad_initial_scale_names_the_value(bad):
+    with pytest.raises(ValueError, match=re.escape(f"initial_scale must be a finite number > 0, "
+                                                   f"got {bad!r}.")):
+        NormalizedDense(2, initial_scale=bad)
+
+
+def test_from_dense_takes_an_initial_scale():
+    dense = keras.layers.Dense(4)
+    dense.build((None, 6))
+    assert float(keras.ops.convert_to_numpy(NormalizedDense.from_dense(dense).scale)) == 1.0
+    head = NormalizedDense.from_dense(dense, initial_scale=3.0)
+    assert head.initial_scale == 3.0
+    assert float(keras.ops.convert_to_numpy(head.scale)) == 3.0
+    with pytest.raises(ValueError, match="initial_scale must be a finite number > 0, got -3"):
+        NormalizedDense.from_dense(dense, initial_scale=-3)
+
+
+def numpy_matched_scale(w):
+    """sqrt(d * mean_j ||w_j||^2), written independently of the layer code."""
+    w = np.asarray(w, np.float64)
+    d, units = w.shape
+    return np.sqrt(d * sum(np.dot(w[:, j], w[:, j]) for j in range(units)) / units)
+
+
+@pytest.mark.parametrize("d, units", [(64, 10), (32, 10), (256, 10), (128, 2)])
+def test_matched_scale_gives_the_dense_logit_spread_on_random_inputs(d, units):
+    dense = keras.layers.Dense(units, kernel_initializer=keras.initializers.GlorotUniform(seed=d))
+    dense.build((None, d))
+    kernel = keras.ops.convert_to_numpy(dense.kernel)
+    s = matched_scale(dense.kernel)
+    np.testing.assert_allclose(s, numpy_matched_scale(kernel), rtol=1e-6)
+    # Glorot uniform: E ||w_j||^2 = 2 d / (d + units), so s is about d sqrt(2 / (d + units)).
+    np.testing.assert_allclose(s, d * np.sqrt(2 / (d + units)), rtol=0.1)
+    head = NormalizedDense.from_dense(dense, initial_scale=s)
+    x = np.random.default_rng(0).normal(size=(8000, d)).astype("float32")
+    y = keras.ops.convert_to_numpy(head(x))
+    reference = x.astype(np.float64) @ kernel  # the Dense's logits (zero bias)
+    # The promise: |logit| <= s, std equal to the Dense's (and to s / sqrt(d)).
+    assert np.abs(y).max() <= s * (1 + 1e-6)
+    np.testing.assert_allclose(y.std(), reference.std(), rtol=0.03)
+    np.testing.assert_allclose(y.std(), s / np.sqrt(d), rtol=0.03)
+
+
+def test_matched_scale_fallback_and_bad_kernels():
+    assert matched_scale(np.zeros((8, 3), "float32")) == 1.0
+    assert matched_scale(np.zeros((8, 3), "float32"), fallback=2.0) == 2.0
+    bad_shape = re.escape("kernel must have shape (in, units), got shape (8,)")
+    with pytest.raises(ValueError, match=bad_shape):
+        matched_scale(np.ones(8))
+    with pytest.raises(ValueError, match="fallback must be a finite number > 0, got 0"):
+        matched_scale(np.zeros((8, 3)), fallback=0)
+
+
+def test_adacos_scale():
+    np.testing.assert_allclose(adacos_scale(10), np.sqrt(2) * np.log(9))
+    np.testing.assert_allclose(adacos_scale(1000), np.sqrt(2) * np.log(999))
+    assert adacos_scale(2) == adacos_scale(3) == 1.0  # sqrt(2) log(C - 1) < 1: floored
+    with pytest.raises(ValueError, match="num_classes must be an int >= 2, got 1"):
+        adacos_scale(1)

@@ -105,3 +105,11 @@ def assign_where(triples):
 def switch(index, branches, args):
     # Eager use only: under jit Keras calls stateless_apply instead.
     branches[int(index)](*args)
+
+
+def static_value(x):
+    """The Python value of `x` outside `jit`, else None."""
+    try:
+        return int(x)
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        return None

@@ -155,3 +155,9 @@ def run_on_replicas(fn, args, variable):
     strategy = getattr(value, "_distribute_strategy", None) or tf.distribute.get_strategy()
     with strategy.scope():
         tf.function(lambda: strategy.run(fn, args=args))()
+
+
+def static_value(x):
+    """The Python value of `x` when known without running a graph, else None."""
+    value = tf.get_static_value(x)
+    return None if value is None else int(value)

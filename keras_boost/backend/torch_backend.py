@@ -51,3 +51,8 @@ def switch(index, branches, args):
 
 def run_on_replicas(fn, args, variable):
     return apply(fn, args)
+
+
+def static_value(x):
+    """The Python value of a tensor known on the host (torch is eager)."""
+    return int(x)

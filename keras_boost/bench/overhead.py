@@ -1,4 +1,13 @@
-"""Per-step overhead of `BoostModel` at "O0" against plain `keras.Model.fit`.
+"""Per-step overhead of keras_boost against plain `keras.Model.fit`.
+
+Two comparisons (`--compare`):
+
+- `boost-o0` (default): `BoostModel` at "O0" vs `keras.Model`;
+- `freeze-plain`: a plain `keras.Model` compiled with
+  `boost.wrap(optimizer, "O1")` (LessBN off: gradient freezing alone, on a
+  model whose step computes every gradient) vs the same model compiled with
+  the plain optimizer. Freezing saves nothing there by design (it only keeps
+  the frozen variables unchanged); this measures what it costs.
 
 Both models are the same `residual_cnn` with the same initial weights, fit on
 the same data in one process. Each model is warmed up first (one short `fit`,
@@ -72,6 +81,11 @@ def parse_args(argv=None):
     parser.add_argument(
         "--optimizer", default="sgd", choices=("sgd", "adam"),
         help="SGD with momentum (default) or Adam",
+    )
+    parser.add_argument(
+        "--compare", default="boost-o0", choices=("boost-o0", "freeze-plain"),
+        help="BoostModel O0 vs keras.Model (default), or a plain model with "
+        "boost.wrap(opt, 'O1') freezing vs the plain optimizer",
     )
     parser.add_argument("--quick", action="store_true", help="a ~1 minute smoke run")
     parser.add_argument("--output", help="also write the results as JSON to this path")
@@ -149,18 +163,23 @@ def make_optimizer(name):
     return keras.optimizers.SGD(learning_rate=0.01, momentum=0.9)
 
 
-def build_models(optimizer_name, loss_scale):
+FREEZE_ONLY = {"boost": {"mode": "manual", "less_bn": False}}
+
+
+def build_models(optimizer_name, loss_scale, compare="boost-o0"):
     """The keras and boost models: same graph, same weights, same compile."""
     baseline = residual_cnn(seed=SEED, name="keras")
-    boosted = residual_cnn(
-        seed=SEED, model_cls=boost.BoostModel, boost_level="O0",
-        loss_scale=loss_scale, name="boost",
-    )
+    if compare == "freeze-plain":
+        boosted = residual_cnn(seed=SEED, name="boost")
+        boost_optimizer = boost.wrap(make_optimizer(optimizer_name), "O1", FREEZE_ONLY)
+    else:
+        boosted = residual_cnn(
+            seed=SEED, model_cls=boost.BoostModel, boost_level="O0",
+            loss_scale=loss_scale, name="boost",
+        )
+        boost_optimizer = boost.wrap(make_optimizer(optimizer_name), "O0")
     copy_weights(baseline, boosted)
-    optimizers = {
-        "keras": make_optimizer(optimizer_name),
-        "boost": boost.wrap(make_optimizer(optimizer_name), "O0"),
-    }
+    optimizers = {"keras": make_optimizer(optimizer_name), "boost": boost_optimizer}
     models = {"keras": baseline, "boost": boosted}
     for name, model in models.items():
         model.compile(
@@ -228,7 +247,7 @@ def run(args):
     Returns the list of per-repeat records.
     """
     x, y = make_data(args.steps, args.batch_size)
-    models = build_models(args.optimizer, _LOSS_SCALES[args.loss_scale])
+    models = build_models(args.optimizer, _LOSS_SCALES[args.loss_scale], args.compare)
     warm = args.warmup_steps * args.batch_size
     for name, model in models.items():
         start = time.perf_counter()
@@ -287,7 +306,9 @@ def main(argv=None):
     print(f"backend {env['backend']} {env['backend_version']}, keras {env['keras_version']}, "
           f"keras_boost {env['keras_boost_version']}")
     print(f"machine {env['processor']}, nproc {env['nproc']}, load {env['load_average']}")
-    print(f"BoostModel O0, loss_scale={args.loss_scale}, optimizer {args.optimizer}, "
+    what = ("plain model, boost.wrap(opt, 'O1') freezing" if args.compare == "freeze-plain"
+            else f"BoostModel O0, loss_scale={args.loss_scale}")
+    print(f"{what}, optimizer {args.optimizer}, "
           f"batch {args.batch_size}, {args.steps} timed steps x {args.repeats} repeats\n")
     records = run(args)
     summary = summarize(records)

@@ -101,9 +101,10 @@ def main(argv=None):
           + " |\n|---|---|" + "---|" * args.epochs)
     for model_name in args.models.split(","):
         for variant_name in args.variants.split(","):
-            runs = [r for r in out["runs"] if (r["model"], r["variant"]) == (model_name, variant_name)]
-            accs = [statistics.mean(a) for a in zip(*(r["curve"] for r in runs))]
-            print(f"| {model_name} | {variant_name} | " + " | ".join(f"{a:.3f}" for a in accs) + " |")
+            curves = [r["curve"] for r in out["runs"]
+                      if (r["model"], r["variant"]) == (model_name, variant_name)]
+            accs = " | ".join(f"{statistics.mean(a):.3f}" for a in zip(*curves))
+            print(f"| {model_name} | {variant_name} | {accs} |")
     if args.output:
         with open(args.output, "w") as f:
             json.dump(out, f, indent=2)

@@ -1,8 +1,10 @@
 """`NormalizedDense`: MindSpore's "full normalization" head (`CommonHeadLastFN`)."""
 
 import math
+import numbers
 
 import keras
+import numpy as np
 from keras import ops
 
 # Attribute set on variables that gradient centralization must leave alone
@@ -21,7 +23,9 @@ class NormalizedDense(keras.layers.Layer):
     1 by default as in MindSpore), and there is no bias.
     `LessBN(model, fn_flag=True)` puts it in place of a model's last `Dense`,
     initialized from that Dense's kernel (its bias is dropped) with the
-    initial scale of `matched_scale` (see there why not 1).
+    initial scale `matched_scale(kernel)`, the Dense's logit spread: cosine
+    logits in [-1, 1] (scale 1) stall the first epochs (measured in
+    docs/methods/less_bn.md).
 
     The normalization and the matrix product run in float32 whatever the
     dtype policy (the kernel and scale are never autocast), so the head is
@@ -127,11 +131,12 @@ class NormalizedDense(keras.layers.Layer):
         Example:
 
         ```python
+        from keras_boost.layers.normalized_dense import matched_scale
         dense = keras.layers.Dense(10)
         dense.build((None, 64))
-        head = boost.layers.NormalizedDense.from_dense(dense)
-        matched = boost.layers.NormalizedDense.from_dense(
-            dense, initial_scale=keras_boost.layers.normalized_dense.matched_scale(dense.kernel))
+        head = boost.layers.NormalizedDense.from_dense(dense)        # scale 1
+        wide = boost.layers.NormalizedDense.from_dense(
+            dense, initial_scale=matched_scale(dense.kernel))         # about 10.5
         ```
         """
         if not isinstance(dense, keras.layers.Dense):
@@ -154,7 +159,7 @@ class NormalizedDense(keras.layers.Layer):
 
 
 def _check_scale(value, name="initial_scale"):
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
         math.isfinite(value) and value > 0
     ):
         raise ValueError(f"{name} must be a finite number > 0, got {value!r}.")
@@ -203,16 +208,14 @@ def matched_scale(kernel, fallback=1.0):
     Example:
 
     ```python
+    from keras_boost.layers.normalized_dense import matched_scale
     dense = keras.layers.Dense(10); dense.build((None, 64))
-    keras_boost.layers.normalized_dense.matched_scale(dense.kernel)   # about 10.5
+    matched_scale(dense.kernel)   # about 10.5
     ```
     """
-    import numpy as np
-
+    fallback = _check_scale(fallback, "fallback")
     w = np.asarray(ops.convert_to_numpy(kernel), np.float64)
     if w.ndim != 2:
         raise ValueError(f"kernel must have shape (in, units), got shape {w.shape}.")
     scale = float(np.sqrt(w.shape[0] * np.mean(np.sum(w**2, axis=0))))
-    if not (math.isfinite(scale) and scale > 0):
-        return _check_scale(fallback, "fallback")
-    return scale
+    return scale if math.isfinite(scale) and scale > 0 else fallback

@@ -184,6 +184,7 @@ class FreezeOptimizer(OptimizerWrapper):
         spec = self._schedule_spec
         if spec["total_steps"] != "auto":  # a fixed length wins
             total_steps = spec["total_steps"]
+        self._tables = None
         self.train_strategy = freeze_schedule.generate_freeze_index_sequence(
             spec["param_groups"], spec["freeze_type"], spec["freeze_p"], int(total_steps),
             np.random.default_rng(spec["seed"]),
@@ -210,11 +211,16 @@ class FreezeOptimizer(OptimizerWrapper):
 
     def _depth_and_mask(self, step):
         """The depth at `step` and, per variable, whether that depth trains it."""
-        table = self.schedule_table()
-        depth = ops.take(ops.convert_to_tensor(table, "int32"), ops.cast(step, "int32") % len(table))
-        mask = np.zeros((self.group_count, len(self._trainable_variables)), bool)
-        for d, indices in enumerate(self._group_indices):
-            mask[d, indices] = True
+        if getattr(self, "_tables", None) is None:
+            # NumPy, built once: converting a Python list of ~66k steps on
+            # every eager (torch) step would cost more than the step.
+            mask = np.zeros((self.group_count, len(self._trainable_variables)), bool)
+            for d, indices in enumerate(self._group_indices):
+                mask[d, indices] = True
+            self._tables = (np.asarray(self.schedule_table(), np.int32), mask)
+        table, mask = self._tables
+        position = ops.cast(step, "int32") % len(table)
+        depth = ops.take(ops.convert_to_tensor(table), position)
         return depth, ops.take(ops.convert_to_tensor(mask), depth, axis=0)
 
     def _frozen_candidates(self):
@@ -242,9 +248,15 @@ class FreezeOptimizer(OptimizerWrapper):
             return
         self._warn_no_saving()
         variables = list(trainable_variables or self._trainable_variables)
-        _, trained = self._depth_and_mask(self.freeze_step.value)
+        depth, trained = self._depth_and_mask(self.freeze_step.value)
         self.freeze_step.assign_add(1)  # after the read: torch assigns in place
-        candidates = self._frozen_candidates()
+        seam = kb_backend.current()
+        known_depth = seam.static_value(depth)
+        if known_depth is None:  # a traced step: keep whatever this depth freezes
+            candidates = self._frozen_candidates()
+        else:  # eager (torch): keep only what this step's depth freezes
+            trained_now = set(self._group_indices[known_depth])
+            candidates = [i for i in range(len(variables)) if i not in trained_now]
         slots = [
             (slot, owner) for slot, owner in zip(self.inner_optimizer.variables, self._slot_owners)
             if owner in candidates
@@ -254,7 +266,7 @@ class FreezeOptimizer(OptimizerWrapper):
         self.inner_optimizer.apply(grads, variables)
         keep = [(variables[i], trained[i], old) for i, old in zip(candidates, before)]
         keep += [(slot, trained[owner], old) for (slot, owner), old in zip(slots, before_slots)]
-        kb_backend.current().assign_where(keep)
+        seam.assign_where(keep)
 
     def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
         if self._model_driven:

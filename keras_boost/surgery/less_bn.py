@@ -5,8 +5,11 @@ and tries the patterns of `keras_boost.surgery.patterns` in order; the BNs
 of the first full match go. `LessBN` then rebuilds the model without them
 (Functional: `keras.models.clone_model` with a `call_function` that skips
 the removed BNs; Sequential: the layer list without them). Every other layer
-is a fresh copy carrying the original's weights, so the input model is never
-mutated and training the new model never touches it.
+is a fresh copy (`from_config(get_config())`) carrying the original's
+weights, so the input model is never mutated and training the new model
+never touches it. A layer that cannot be copied that way raises a
+`TypeError` naming it, before anything is returned. When nothing is removed
+and no head is swapped, no copy is made: the model itself is returned.
 
 Differences from MindSpore, on purpose:
 
@@ -16,7 +19,10 @@ Differences from MindSpore, on purpose:
 - a BN layer shared by several calls goes only if every one of its calls
   matched;
 - nested Functional/Sequential sub-models are matched on their own graphs
-  (a pattern does not cross a sub-model boundary).
+  (a pattern does not cross a sub-model boundary);
+- `fn_flag` swaps only a last Dense with no (linear) or a softmax
+  activation, and starts the head's scale at `head_scale(dense)` instead of
+  MindSpore's 1 (measured: docs/methods/less_bn.md).
 """
 
 import dataclasses
@@ -27,6 +33,7 @@ import keras
 from keras.src.models.functional import Functional
 
 from keras_boost.errors import NoEffectWarning
+from keras_boost.validation import check_model
 from keras_boost.layers.normalized_dense import NormalizedDense
 from keras_boost.layers.normalized_dense import matched_scale
 from keras_boost.surgery import patterns as patterns_lib
@@ -120,8 +127,8 @@ class LessBNReport:
         num_bn: BatchNormalization layers in the model (sub-models included).
         removed: tuple of `RemovedBN` (layer name, pattern, root layer).
         kept: names of the BatchNormalization layers that stay.
-        head: `"old Dense -> NormalizedDense"` when `fn_flag` replaced a
-            head, else None.
+        head: `"old Dense -> NormalizedDense (..., initial scale s)"` when
+            `fn_flag` replaced a head, else None.
         notes: tuple of notes (shared BNs kept, head not replaced, ...).
 
     Example:
@@ -253,8 +260,6 @@ def _all_bns(model):
 
 
 def _check_model(model):
-    from keras_boost.auto_boost import check_model
-
     if isinstance(model, keras.Model) and not isinstance(model, (Functional, keras.Sequential)):
         raise TypeError(
             f"LessBN needs a Functional or Sequential model, got the subclassed model "
@@ -336,17 +341,19 @@ def _find_head(model):
 def head_scale(dense):
     """The initial scale LessBN gives the `NormalizedDense` replacing `dense`.
 
-    `keras_boost.layers.normalized_dense.matched_scale(dense.kernel)`: the scale at which the
-    new head's logits have the Dense's spread on isotropic inputs (about 10
-    for a Glorot-initialized 64 -> 10 head). MindSpore starts at 1, which
-    keeps every logit in [-1, 1] and stalls the first epochs; see
-    docs/methods/less_bn.md for the measurement behind the rule.
+    `matched_scale(dense.kernel)` (`keras_boost.layers.normalized_dense`):
+    the scale at which the new head's logits have the Dense's spread on
+    isotropic inputs, `sqrt(d * mean_j ||w_j||**2)` (about 10.5 for a
+    Glorot-initialized 64 -> 10 head). MindSpore starts at 1, which keeps
+    every logit in [-1, 1] and stalls the first epochs; the measurement
+    behind the rule is in docs/methods/less_bn.md.
 
     Example:
 
     ```python
+    from keras_boost.surgery.less_bn import head_scale
     dense = keras.layers.Dense(10); dense.build((None, 64))
-    boost.surgery.less_bn.head_scale(dense)   # about 10.5
+    head_scale(dense)   # about 10.5
     ```
     """
     return matched_scale(dense.kernel)
@@ -393,9 +400,10 @@ _SWITCH_OFF = '{"boost": {"mode": "manual", "less_bn": false}}'
 
 def _not_copyable(layer, error):
     cls = type(layer)
+    reason = " ".join(str(error).split())  # Keras' deserialization errors span lines
     return TypeError(
         f"LessBN cannot copy the layer {layer.name!r} ({cls.__module__}.{cls.__qualname__}): "
-        f"it cannot be re-created from its config ({type(error).__name__}: {error}). LessBN "
+        f"it cannot be re-created from its config ({type(error).__name__}: {reason}). LessBN "
         "builds a new model from a copy of every layer, made with "
         "`layer.__class__.from_config(layer.get_config())`. Fix: implement get_config() "
         "returning the __init__ arguments, and accept **kwargs in __init__ (passed on to "
@@ -478,6 +486,15 @@ def _same_class(model, new):
     return rebuilt
 
 
+def _no_match(report):
+    if not report.num_bn:
+        return "it has no BatchNormalization layer"
+    return (
+        f"none of its {report.num_bn} BatchNormalization layers is in a ResNet, MobileNetV2 or "
+        "DenseNet pattern (see keras_boost.surgery.patterns)"
+    )
+
+
 def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
     """Returns a copy of `model` without the BNs MindSpore's LessBN removes.
 
@@ -490,12 +507,18 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
     other layer is copied with its weights (the input model is not changed).
 
     With `fn_flag=True` the model's last `Dense` (it must produce a model
-    output) is replaced by `keras_boost.layers.NormalizedDense`, initialized
-    from its kernel (the bias is dropped).
+    output and have no (linear) or a softmax activation) is replaced by
+    `keras_boost.layers.NormalizedDense`, initialized from its kernel (the
+    bias is dropped) with the initial scale `head_scale(dense)` (the replaced
+    Dense's logit spread; MindSpore's 1 stalls the first epochs). A head with
+    another activation (sigmoid, ReLU, tanh, ...) is kept, with a note in the
+    report and a `keras_boost.NoEffectWarning`.
 
     A model where no pattern matches (and no head is replaced) gets a
-    `keras_boost.NoEffectWarning` and is returned as is. What was removed is
-    in the returned model's `less_bn_report` (a `LessBNReport`; print it).
+    `NoEffectWarning` and is returned as is. A head swap alone (no BN
+    removed) is applied, with a `NoEffectWarning` saying so. What was
+    removed is in the returned model's `less_bn_report` (a `LessBNReport`;
+    print it).
 
     Args:
         model: a built Functional or Sequential `keras.Model` (subclassed
@@ -506,6 +529,11 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
         The new `keras.Model` (compiled from the original's compile config if
         the original was compiled).
 
+    Raises:
+        TypeError: a subclassed model; a bad `fn_flag`; a layer that cannot
+            be re-created from its config (the error names it and says how
+            to fix it; the input model is unchanged).
+
     Example:
 
     ```python
@@ -513,7 +541,7 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
     model = keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3), classes=10)
     lean = boost.LessBN(model, fn_flag=True)
     print(lean.less_bn_report)   # removed 36 of 53 BatchNormalization layers ...
-    lean.compile(optimizer=boost.GradientCentralization(keras.optimizers.SGD(0.1)),
+    lean.compile(optimizer=boost.GradientCentralization(keras.optimizers.SGD(0.1), model=lean),
                  loss="sparse_categorical_crossentropy")
     ```
     """
@@ -528,10 +556,8 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
             warnings.warn(f"LessBN on {model.name!r}: {note}", NoEffectWarning, stacklevel=2)
     if not removed and head is None:
         warnings.warn(
-            f"LessBN found nothing to remove in {model.name!r}: none of its "
-            f"{report.num_bn} BatchNormalization layers is in a ResNet, MobileNetV2 or "
-            "DenseNet pattern (see keras_boost.surgery.patterns). The model is returned "
-            "unchanged.",
+            f"LessBN found nothing to remove in {model.name!r}: {_no_match(report)}. The "
+            "model is returned unchanged.",
             NoEffectWarning,
             stacklevel=2,
         )
@@ -551,8 +577,7 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
     if not removed:
         notes.append("no BatchNormalization removed; only the head was replaced.")
         warnings.warn(
-            f"LessBN on {model.name!r}: none of its {report.num_bn} BatchNormalization layers "
-            "is in a ResNet, MobileNetV2 or DenseNet pattern, so none was removed; only the "
+            f"LessBN on {model.name!r}: {_no_match(report)}, so none was removed; only the "
             f"head changed ({head_text}).",
             NoEffectWarning,
             stacklevel=2,
