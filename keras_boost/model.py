@@ -259,7 +259,9 @@ class BoostModel(keras.Model):
         self.compile(**keras.saving.deserialize_keras_object(config))
 
     def _boost_optimizer_for(self, optimizer):
-        optimizer = keras.optimizers.get(optimizer)
+        if isinstance(optimizer, (str, dict)):
+            optimizer = keras.optimizers.get(optimizer)  # "sgd", a config dict
+        check_optimizer(optimizer, where=f"BoostModel {self.name!r}'s optimizer")
         if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
             raise ValueError(
                 f"BoostModel {self.name!r} scales the loss itself (the overflow check runs "
@@ -268,7 +270,6 @@ class BoostModel(keras.Model):
                 "set the scaling with BoostModel(..., loss_scale=boost.DynamicLossScale("
                 "initial_scale=...)) or loss_scale='dynamic'."
             )
-        check_optimizer(optimizer)
         if not isinstance(optimizer, BoostOptimizer):
             return BoostOptimizer(
                 optimizer, self.boost_level, self.boost_config, loss_scale=self._boost_loss_scale

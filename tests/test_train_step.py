@@ -217,3 +217,21 @@ def test_o0_float32_step_traces_to_the_same_ops_as_keras():
     assert boosted == plain
     scaled = op_counts(boost.BoostModel(*dense_graph(), loss_scale="dynamic"))
     assert scaled != plain  # the check can fail: loss scaling does add ops
+
+
+@pytest.mark.parametrize("bad", [object(), "not_an_optimizer"])
+def test_compile_refuses_what_is_not_a_keras_optimizer(bad):
+    model = boost.BoostModel(*dense_graph())
+    error = TypeError if not isinstance(bad, str) else ValueError
+    with pytest.raises(error, match="optimizer|not_an_optimizer"):
+        model.compile(optimizer=bad, loss="mse")
+    assert not model.compiled
+
+
+def test_freezing_with_steps_per_execution_is_refused_before_compiling():
+    model = boost.BoostModel(*dense_graph(), boost_level="O1",
+                             boost_config_dict={"boost": {"mode": "manual", "less_bn": False}})
+    with pytest.raises(ValueError, match="steps_per_execution=1, got steps_per_execution=4"):
+        model.compile(optimizer=keras.optimizers.SGD(), loss="mse", steps_per_execution=4)
+    assert not model.compiled
+    model.compile(optimizer=keras.optimizers.SGD(), loss="mse")  # and then it compiles fine

@@ -127,3 +127,84 @@ def test_boost_optimizer_config_round_trip():
     assert clone.inner_optimizer.get_config() == opt.inner_optimizer.get_config()
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(opt))
     assert isinstance(restored, boost.BoostOptimizer)
+
+
+def gc_graph(seed=0):
+    """A net whose kernels GC acts on (16 input channels) with a BN between."""
+    init = keras.initializers.GlorotUniform(seed=seed)
+    inputs = keras.Input((16,))
+    h = keras.layers.Dense(16, kernel_initializer=init, name="d1")(inputs)
+    h = keras.layers.BatchNormalization(name="bn")(h)
+    h = keras.layers.Dense(16, activation="relu", kernel_initializer=init, name="d2")(h)
+    h = keras.layers.Dense(16, activation="relu", kernel_initializer=init, name="d3")(h)
+    return inputs, keras.layers.Dense(3, kernel_initializer=init, name="head")(h)
+
+
+def gc_data():
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(32, 16)).astype("float32"), rng.normal(size=(32, 3)).astype("float32")
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_float16"])
+def test_o1_gc_and_freezing_train_on_a_plain_model(restore_policy, policy):
+    """GC inside FreezeOptimizer, inside Keras' LossScaleOptimizer under
+    mixed_float16: the combination that failed on TensorFlow and JAX."""
+    keras.config.set_dtype_policy(policy)
+    config = {"grad_freeze": {"param_groups": 2, "freeze_type": 0, "freeze_p": 0.5}}
+    model = keras.Model(*gc_graph())
+    opt = boost.wrap(keras.optimizers.SGD(0.01, momentum=0.9), "O1", config)
+    chain = [type(o) for o in boost.optimizers.optimizer_chain(opt)]
+    assert chain[1:3] == [boost.FreezeOptimizer, boost.GradientCentralization]
+    model.compile(optimizer=opt, loss="mse")
+    before = to_numpy(model.trainable_weights)
+    x, y = gc_data()
+    with pytest.warns(boost.NoEffectWarning, match="saves no time here"):
+        history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert all(not np.array_equal(a, b) for a, b in zip(before, to_numpy(model.trainable_weights)))
+
+
+def test_o1_through_network_auto_process_train_trains(recwarn):
+    model, opt = boost.AutoBoost("O1", {"grad_freeze": {"param_groups": 2}}).network_auto_process_train(
+        keras.Model(*gc_graph()), keras.optimizers.SGD(0.01))
+    model.compile(optimizer=opt, loss="mse")
+    model.fit(*gc_data(), batch_size=8, epochs=1, verbose=0)
+    # The call just made is not suggested to the user again.
+    assert not [w for w in recwarn if "network_auto_process_train" in str(w.message)]
+
+
+def test_frozen_variables_cause_no_missing_gradient_warning(recwarn):
+    model = keras.Model(*gc_graph())
+    groups = boost.GradientFreeze().split_parameters_groups(model, 2)
+    model.compile(optimizer=boost.FreezeOptimizer(keras.optimizers.SGD(0.01), groups, [1]), loss="mse")
+    model.fit(*gc_data(), batch_size=8, epochs=1, verbose=0)
+    boosted = boost.BoostModel(*gc_graph(), boost_level="O1",
+                               boost_config_dict={"boost": {"mode": "manual", "less_bn": False},
+                                                  "grad_freeze": {"param_groups": 2, "freeze_p": 0.5,
+                                                                  "freeze_type": 0}})
+    boosted.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    boosted.fit(*gc_data(), batch_size=8, epochs=1, verbose=0)
+    assert not [w for w in recwarn if "Gradients do not exist" in str(w.message)]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: boost.wrap(keras.optimizers.Adam(1e-3), "O0"),
+    lambda: boost.GradientAccumulation(keras.optimizers.Adam(1e-3), 2),
+    lambda: boost.GradientCentralization(keras.optimizers.Adam(1e-3)),
+], ids=["wrap", "accumulation", "centralization"])
+def test_wrappers_inside_keras_loss_scale_optimizer(restore_policy, make):
+    # Under mixed_float16 compile wraps the optimizer in Keras' LossScaleOptimizer
+    # (the JAX path hands the wrapper its variables, not values).
+    keras.config.set_dtype_policy("mixed_float16")
+    model = keras.Model(*gc_graph())
+    model.compile(optimizer=make(), loss="mse")
+    assert isinstance(model.optimizer, keras.optimizers.LossScaleOptimizer)
+    history = model.fit(*gc_data(), batch_size=8, epochs=2, shuffle=False, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    if isinstance(model.optimizer.inner_optimizer, boost.BoostOptimizer):
+        # O0 is a pass-through: the same run as Keras' own LossScaleOptimizer(Adam).
+        reference = keras.Model(*gc_graph())
+        reference.compile(optimizer=keras.optimizers.Adam(1e-3), loss="mse")
+        reference.fit(*gc_data(), batch_size=8, epochs=2, shuffle=False, verbose=0)
+        for a, b in zip(to_numpy(reference.weights), to_numpy(model.weights)):
+            np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-3)

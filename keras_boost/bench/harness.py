@@ -16,10 +16,32 @@ records test accuracy after every epoch against training wall time
 to the target accuracy and the final accuracy. A variant that cannot run
 (an algorithm not implemented yet, AdaSum on one replica) is recorded as
 skipped with the reason, never silently dropped.
+
+Runs are interleaved (`interleaved_jobs`): seed-major, every (precision,
+variant) of a seed in turn, in reverse order on every other seed, so that
+a drift of the machine's speed (another job starting, thermal limits) hits
+every variant alike instead of the ones that happen to run last. An
+untimed burn-in fit before the first run pays the process's one-time costs
+(runtime start-up, first kernel compilations), which would otherwise land
+in whichever variant runs first. The result records the CPU model, the
+date, the backend and the versions, and each run its start time, position
+in the run order and the load average before it.
+
+Example:
+
+```python
+from keras_boost.bench import harness, report
+result = harness.run_benchmark(harness.tiny_workload(), ["baseline", "O1"],
+                               ["float32"], seeds=2)
+print(report.markdown_table(result))
+```
 """
 
 import dataclasses
+import datetime
 import math
+import os
+import platform
 import time
 import warnings
 
@@ -30,7 +52,10 @@ import keras_boost as boost
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
-RESULT_VERSION = 1
+# 2: runs in interleaved order with `order`, `started` and `load_average`;
+# workloads with warmup, momentum and weight decay; `environment.cpu_model`.
+RESULT_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)
 PRECISIONS = ("float32", "mixed_bfloat16")
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -46,8 +71,14 @@ class Workload:
         data: `data() -> ((x, y), (x_test, y_test))`, integer labels.
         epochs: epochs of the baseline run.
         batch_size: batch size.
-        learning_rate: peak learning rate of SGD(momentum 0.9) with cosine decay.
+        learning_rate: peak learning rate of SGD with momentum and cosine
+            decay to 0 at the end of the run.
         target: target test accuracy for "time to accuracy".
+        warmup_epochs: length of a linear warmup from 0 to `learning_rate`
+            before the cosine decay, in epochs (may be fractional; 0: none).
+            `baseline-short` rescales it with the rest of the schedule.
+        momentum: SGD momentum.
+        weight_decay: SGD's `weight_decay` (None: none).
 
     Example:
 
@@ -65,6 +96,32 @@ class Workload:
     batch_size: int = 64
     learning_rate: float = 0.05
     target: float = 0.9
+    warmup_epochs: float = 0.0
+    momentum: float = 0.9
+    weight_decay: float = None
+
+    def __post_init__(self):
+        if not isinstance(self.name, str) or not self.name:
+            raise ValueError(f"Workload name must be a non-empty string, got {self.name!r}.")
+        for field in ("build", "data"):
+            if not callable(getattr(self, field)):
+                raise TypeError(f"Workload {field} must be callable, got {getattr(self, field)!r}.")
+        for field in ("epochs", "batch_size"):
+            value = getattr(self, field)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"Workload {field} must be an int >= 1, got {value!r}.")
+        if not self.learning_rate > 0:
+            raise ValueError(f"Workload learning_rate must be > 0, got {self.learning_rate!r}.")
+        if not 0.0 <= self.target <= 1.0:
+            raise ValueError(f"Workload target must be an accuracy in [0, 1], got {self.target!r}.")
+        if not 0.0 <= self.warmup_epochs < self.epochs:
+            raise ValueError(
+                f"Workload warmup_epochs must be in [0, epochs={self.epochs}), got {self.warmup_epochs!r}."
+            )
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"Workload momentum must be in [0, 1), got {self.momentum!r}.")
+        if self.weight_decay is not None and not self.weight_decay >= 0:
+            raise ValueError(f"Workload weight_decay must be None or >= 0, got {self.weight_decay!r}.")
 
 
 def quickstart_workload():
@@ -95,7 +152,57 @@ def tiny_workload():
     )
 
 
-WORKLOADS = {"quickstart": quickstart_workload, "resnet": resnet_workload, "tiny": tiny_workload}
+def realistic_workload():
+    """A ResNet-14 trained for 2,000 steps with augmentation: the long workload.
+
+    The run length at which freezing's compilations and LessBN's slower
+    start can pay off (their method cards estimate ~2,000 steps), on the
+    embedded MNIST sample (4,000 train / 1,000 test images), still on CPU:
+
+    - model: `residual_cnn(width=16, blocks=(2, 2, 2))`, a ResNet v1 with
+      basic blocks at 16 / 32 / 64 channels (13 convs + 2 projection
+      shortcuts, 15 BatchNormalization layers, 176k weights) and a linear
+      `Dense(10)` head. LessBN's patterns remove 8 of the 15 BNs (`bn1` of
+      each block and both projection BNs) and swap the head;
+      gradient freezing finds 16 blocks;
+    - augmentation (training only, model layers): `RandomTranslation` by up
+      to 10% (2.8 pixels) and `RandomRotation` by up to 0.03 of a turn
+      (11 degrees), zero fill. Without it the sample is learnt by heart
+      (train loss near 0 by epoch 8) and more epochs buy nothing;
+    - recipe: batch 32, 16 epochs = 125 x 16 = 2,000 optimizer steps; SGD
+      with momentum 0.9 and weight decay 5e-4; linear warmup over the
+      first epoch to a learning rate of 0.1, then cosine decay to 0. The
+      learning rate comes from a probe (seed 0, the same recipe compressed
+      to 6 epochs: final test accuracy 0.05: 0.981, 0.1: 0.985, 0.2: 0.980);
+    - target: 0.98 test accuracy.
+
+    Batch 32 rather than 64 doubles the steps per epoch at about the same
+    cost per epoch on CPU, so that 2,000 steps of a 15-BN ResNet fit in
+    about 2-3 minutes per run on 2 cores with TensorFlow.
+
+    Example:
+
+    ```python
+    workload = realistic_workload()
+    model = workload.build(0)
+    boost.surgery.find_less_bn(model).num_removed   # 8
+    ```
+    """
+    return Workload(
+        "realistic",
+        lambda seed: residual_cnn(seed=seed, width=16, blocks=(2, 2, 2), translation=0.1,
+                                  rotation=0.03, name="realistic"),
+        mnist_data, epochs=16, batch_size=32, learning_rate=0.1, target=0.98,
+        warmup_epochs=1.0, momentum=0.9, weight_decay=5e-4,
+    )
+
+
+WORKLOADS = {
+    "quickstart": quickstart_workload,
+    "resnet": resnet_workload,
+    "realistic": realistic_workload,
+    "tiny": tiny_workload,
+}
 
 
 # --- variants ---------------------------------------------------------------------
@@ -148,9 +255,58 @@ class AccuracyClock(keras.callbacks.Callback):
         self.curve.append([trained_for, accuracy])
 
 
-def _optimizer(workload, total_steps):
-    schedule = keras.optimizers.schedules.CosineDecay(workload.learning_rate, max(total_steps, 1))
-    return keras.optimizers.SGD(schedule, momentum=0.9)
+def schedule_steps(workload, epochs, steps_per_epoch, ratio=1.0):
+    """(total, warmup) optimizer steps of a run's learning-rate schedule.
+
+    `ratio` < 1 is `baseline-short`'s rescaling: the warmup shrinks with the
+    run (Composer's `scale_schedule_ratio` scales every phase).
+
+    Example:
+
+    ```python
+    schedule_steps(realistic_workload(), 16, 125)           # (2000, 125)
+    schedule_steps(realistic_workload(), 13, 125, 0.8)      # (1625, 100)
+    ```
+    """
+    total = max(int(epochs) * int(steps_per_epoch), 1)
+    warmup = int(round(workload.warmup_epochs * steps_per_epoch * ratio))
+    return total, min(warmup, total - 1)
+
+
+def _optimizer(workload, total_steps, warmup_steps=0):
+    if warmup_steps:
+        schedule = keras.optimizers.schedules.CosineDecay(
+            0.0, total_steps - warmup_steps, warmup_target=workload.learning_rate,
+            warmup_steps=warmup_steps,
+        )
+    else:
+        schedule = keras.optimizers.schedules.CosineDecay(workload.learning_rate, max(total_steps, 1))
+    return keras.optimizers.SGD(schedule, momentum=workload.momentum, weight_decay=workload.weight_decay)
+
+
+def time_to_accuracy(curve, accuracy):
+    """Training time at the first evaluation whose accuracy is >= `accuracy`.
+
+    Accuracy is measured at the end of each epoch only, so the time is that
+    of the first epoch end at or above it (MLPerf's rule: the first
+    evaluation that reaches the target); nothing is interpolated between
+    evaluations. A tolerance of 1e-9 absorbs float rounding of the target.
+
+    Args:
+        curve: `[[train_seconds, accuracy], ...]`, one point per epoch.
+        accuracy: the accuracy to reach.
+
+    Returns:
+        The seconds, or None when no evaluation reaches `accuracy`.
+
+    Example:
+
+    ```python
+    time_to_accuracy([[10, 0.90], [20, 0.95], [30, 0.94]], 0.93)   # 20
+    time_to_accuracy([[10, 0.90], [20, 0.95]], 0.96)               # None
+    ```
+    """
+    return next((float(t) for t, a in curve if a >= accuracy - 1e-9), None)
 
 
 def run_once(workload, variant, precision, seed, short_ratio=0.8):
@@ -158,16 +314,17 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
     record = {"variant": variant, "precision": precision, "seed": seed}
     spec = variant_spec(variant)
     (x, y), (x_test, y_test) = workload.data()
-    epochs = workload.epochs
+    epochs, ratio = workload.epochs, 1.0
     if variant == "baseline-short":
-        epochs = max(1, int(round(workload.epochs * short_ratio)))
+        epochs, ratio = max(1, int(round(workload.epochs * short_ratio))), short_ratio
     steps_per_epoch = math.ceil(len(x) / workload.batch_size)
+    total_steps, warmup_steps = schedule_steps(workload, epochs, steps_per_epoch, ratio)
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(precision)
     try:
         keras.utils.set_random_seed(seed)
         model = workload.build(seed)
-        optimizer = _optimizer(workload, epochs * steps_per_epoch)
+        optimizer = _optimizer(workload, total_steps, warmup_steps)
         if spec is not None:
             level, config = spec
             try:
@@ -188,42 +345,173 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
     finally:
         keras.config.set_dtype_policy(previous_policy)
     steady = clock.epoch_seconds[1:] or clock.epoch_seconds
-    reached = next((t for t, a in clock.curve if a >= workload.target), None)
     return {
         **record,
         "epochs": epochs,
         "steps": epochs * steps_per_epoch,
+        "warmup_steps": warmup_steps,
         "fit_seconds": fit_seconds,
         "train_seconds": clock.curve[-1][0],
         "steps_per_second": steps_per_epoch / float(np.median(steady)),
         "curve": clock.curve,
-        "time_to_target": reached,
+        "time_to_target": time_to_accuracy(clock.curve, workload.target),
         "final_accuracy": clock.curve[-1][1],
     }
 
 
-def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, seeds=1,
-                  short_ratio=0.8, progress=True):
-    """Runs every (variant, precision, seed); returns the result dict."""
-    from keras_boost.bench.overhead import environment
+def interleaved_jobs(variants, precisions, seeds):
+    """The run order: seed-major, alternating direction between seeds.
 
+    Every (precision, variant) pair of seed 0 runs in the given order, seed
+    1 runs them in reverse, seed 2 in order again, and so on. A slow drift
+    of the machine's speed then hits every variant about alike, and no
+    variant always runs first or last.
+
+    Args:
+        variants: variant names.
+        precisions: precision names.
+        seeds: number of seeds (0, 1, ...).
+
+    Returns:
+        A list of `(variant, precision, seed)`.
+
+    Example:
+
+    ```python
+    interleaved_jobs(["a", "b", "c"], ["float32"], 2)
+    # [("a", "float32", 0), ("b", "float32", 0), ("c", "float32", 0),
+    #  ("c", "float32", 1), ("b", "float32", 1), ("a", "float32", 1)]
+    ```
+    """
+    pairs = [(v, p) for p in precisions for v in variants]
+    jobs = []
+    for seed in range(seeds):
+        for variant, precision in pairs if seed % 2 == 0 else reversed(pairs):
+            jobs.append((variant, precision, seed))
+    return jobs
+
+
+def _cpu_model():
+    """The "model name" line of /proc/cpuinfo, else what `platform` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _load_average():
+    return [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None
+
+
+def _now():
+    return datetime.datetime.now().astimezone().isoformat(timespec="seconds")
+
+
+def environment():
+    """Machine, backend and versions, recorded with every result.
+
+    Example:
+
+    ```python
+    env = environment()
+    env["cpu_model"], env["backend"], env["keras_version"]
+    ```
+    """
+    from keras_boost.bench.overhead import environment as base_environment
+
+    env = base_environment()
+    env["cpu_model"] = _cpu_model()
+    env["numpy_version"] = np.__version__
+    return env
+
+
+def burn_in(workload, precisions):
+    """An untimed few-step fit per precision, before any timed run.
+
+    The first fit of a process pays one-time costs (runtime and thread-pool
+    start-up, the first kernel compilations) that would otherwise be timed
+    in whichever variant runs first.
+    """
+    (x, y), _ = workload.data()
+    n = min(len(x), 4 * workload.batch_size)
+    previous_policy = keras.config.dtype_policy()
+    try:
+        for precision in precisions:
+            keras.config.set_dtype_policy(precision)
+            keras.utils.set_random_seed(0)
+            model = workload.build(0)
+            model.compile(optimizer=_optimizer(workload, 4), loss=LOSS)
+            model.fit(x[:n], y[:n], batch_size=workload.batch_size, epochs=1, verbose=0)
+            model.predict(x[:n], batch_size=256, verbose=0)
+    finally:
+        keras.config.set_dtype_policy(previous_policy)
+
+
+def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, seeds=1,
+                  short_ratio=0.8, progress=True, burn_in_fit=True):
+    """Runs every (variant, precision, seed), interleaved; returns the result dict.
+
+    Args:
+        workload: a `Workload`.
+        variants: variant names (see `variant_spec`).
+        precisions: `"float32"` and/or `"mixed_bfloat16"`.
+        seeds: number of seeds; seed `s` gives every variant the same
+            initial weights, augmentations and batch order.
+        short_ratio: length of `baseline-short` relative to the baseline.
+        progress: print one line per run.
+        burn_in_fit: run `burn_in` first.
+
+    Returns:
+        A dict with `version`, `workload`, `short_ratio`, `environment` and
+        `runs` (in the order they ran, see `interleaved_jobs`).
+
+    Example:
+
+    ```python
+    result = run_benchmark(tiny_workload(), ["baseline", "baseline-short"],
+                           ["float32"], seeds=3)
+    [(r["variant"], r["seed"]) for r in result["runs"]]
+    # [('baseline', 0), ('baseline-short', 0), ('baseline-short', 1),
+    #  ('baseline', 1), ('baseline', 2), ('baseline-short', 2)]
+    ```
+    """
     for variant in variants:
         variant_spec(variant)  # validate every name before running anything
     for precision in precisions:
         if precision not in PRECISIONS:
             raise ValueError(f"Unknown precision {precision!r}. Valid: {list(PRECISIONS)}.")
-    jobs = [(v, p, s) for s in range(seeds) for p in precisions for v in variants]
-    bar = keras.utils.Progbar(len(jobs), unit_name="run") if progress else None
+    if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
+        raise ValueError(f"seeds must be an int >= 1, got {seeds!r}.")
+    if not 0 < short_ratio < 1:
+        raise ValueError(f"short_ratio must be in (0, 1), got {short_ratio!r}.")
+    jobs = interleaved_jobs(variants, precisions, seeds)
+    env = environment()
+    if burn_in_fit:
+        burn_in(workload, precisions)
     runs = []
-    for i, (variant, precision, seed) in enumerate(jobs):
-        runs.append(run_once(workload, variant, precision, seed, short_ratio))
-        if bar is not None:
-            bar.update(i + 1, values=[("fit_s", runs[-1].get("fit_seconds", 0.0))])
+    for order, (variant, precision, seed) in enumerate(jobs):
+        started, load = _now(), _load_average()
+        run = run_once(workload, variant, precision, seed, short_ratio)
+        run.update(order=order, started=started, load_average=load)
+        runs.append(run)
+        if progress:
+            if "skipped" in run:
+                outcome = "skipped"
+            else:
+                outcome = (f"train {run['train_seconds']:.1f} s, final accuracy "
+                           f"{run['final_accuracy']:.4f}, load {load[0] if load else 'n/a'}")
+            print(f"[{order + 1}/{len(jobs)}] {variant} {precision} seed {seed}: {outcome}", flush=True)
+    env["finished"] = _now()
     return {
         "version": RESULT_VERSION,
         "workload": {k: v for k, v in dataclasses.asdict(workload).items() if k not in ("build", "data")},
         "short_ratio": short_ratio,
-        "environment": environment(),
+        "burn_in": bool(burn_in_fit),
+        "environment": env,
         "runs": runs,
     }
 
@@ -236,12 +524,21 @@ _RUN_FIELDS = {
 
 
 def validate_result(result):
-    """Raises `ValueError` naming the first malformed field of a result dict."""
+    """Raises `ValueError` naming the first malformed field of a result dict.
+
+    Example:
+
+    ```python
+    validate_result(json.load(open("bench_realistic_tensorflow.json")))
+    ```
+    """
+    if not isinstance(result, dict):
+        raise ValueError(f"A benchmark result must be a dict, got {type(result).__name__}.")
     for key in ("version", "workload", "environment", "runs"):
         if key not in result:
             raise ValueError(f"Benchmark result lacks {key!r}.")
-    if result["version"] != RESULT_VERSION:
-        raise ValueError(f"Result version {result['version']!r}, expected {RESULT_VERSION}.")
+    if result["version"] not in SUPPORTED_VERSIONS:
+        raise ValueError(f"Result version {result['version']!r}, expected one of {list(SUPPORTED_VERSIONS)}.")
     for i, run in enumerate(result["runs"]):
         if "skipped" in run:
             continue

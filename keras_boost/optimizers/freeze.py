@@ -277,6 +277,7 @@ class FreezeOptimizer(OptimizerWrapper):
                 inner_variables, grads, trainable
             )
             return new_trainable, list(own_variables), new_inner
+        self._warn_no_saving()
         position = next(i for i, v in enumerate(self._variables) if v is self.freeze_step)
         step = own_variables[position]
         new_own = list(own_variables)
