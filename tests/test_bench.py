@@ -2,9 +2,14 @@
 
 import copy
 import json
+import math
 
+import keras
+import numpy as np
 import pytest
 
+import keras_boost as boost
+from keras_boost import bench
 from keras_boost.bench import cli
 from keras_boost.bench import harness
 from keras_boost.bench import report
@@ -40,6 +45,9 @@ def test_runs_record_what_they_measured(tiny_result):
         assert run["curve"][-1][0] == run["train_seconds"] <= run["fit_seconds"]
         assert run["steps_per_second"] > 0
     assert "skipped" in runs["adasum"]
+    assert set(runs["grad_freeze"]["freeze_depths"]) == {"traced", "dropped", "declined"}
+    assert "freeze_depths" not in runs["baseline"]
+    assert result["burn_in"] is True and result["version"] == harness.RESULT_VERSION
 
 
 def test_validate_result_names_the_bad_field(tiny_result):
@@ -65,3 +73,229 @@ def test_bad_variant_and_precision():
         harness.run_benchmark(workload, ["O3"], ["float32"], progress=False)
     with pytest.raises(ValueError, match="Unknown precision 'float8'"):
         harness.run_benchmark(workload, ["baseline"], ["float8"], progress=False)
+
+
+# --- interleaving -------------------------------------------------------------------
+
+
+def test_interleaved_jobs_alternate_between_seeds():
+    jobs = harness.interleaved_jobs(["a", "b"], ["float32", "mixed_bfloat16"], 3)
+    pairs = [("a", "float32"), ("b", "float32"), ("a", "mixed_bfloat16"), ("b", "mixed_bfloat16")]
+    assert jobs == (
+        [(v, p, 0) for v, p in pairs]
+        + [(v, p, 1) for v, p in reversed(pairs)]
+        + [(v, p, 2) for v, p in pairs]
+    )
+    assert harness.interleaved_jobs(["a"], ["float32"], 1) == [("a", "float32", 0)]
+
+
+def test_run_benchmark_runs_in_interleaved_order(monkeypatch):
+    def fake_run(workload, variant, precision, seed, short_ratio=0.8):
+        return {"variant": variant, "precision": precision, "seed": seed, "skipped": "fake"}
+
+    monkeypatch.setattr(harness, "run_once", fake_run)
+    result = harness.run_benchmark(harness.tiny_workload(), ["baseline", "baseline-short", "O1"],
+                                   ["float32"], seeds=3, progress=False, burn_in_fit=False)
+    assert [(r["variant"], r["seed"]) for r in result["runs"]] == [
+        ("baseline", 0), ("baseline-short", 0), ("O1", 0),
+        ("O1", 1), ("baseline-short", 1), ("baseline", 1),
+        ("baseline", 2), ("baseline-short", 2), ("O1", 2),
+    ]
+    assert [r["order"] for r in result["runs"]] == list(range(9))
+    assert all("started" in r and "load_average" in r for r in result["runs"])
+    env = result["environment"]
+    for key in ("cpu_model", "date", "finished", "backend", "backend_version", "keras_version",
+                "keras_boost_version", "numpy_version"):
+        assert env[key], key
+
+
+# --- summary math on hand-made runs --------------------------------------------------
+
+
+def _run(variant, seed, curve, precision="float32"):
+    return {
+        "variant": variant, "precision": precision, "seed": seed, "epochs": len(curve),
+        "steps": 10 * len(curve), "fit_seconds": curve[-1][0] + 1.0, "train_seconds": float(curve[-1][0]),
+        "steps_per_second": 10.0, "curve": [[float(t), a] for t, a in curve],
+        "time_to_target": harness.time_to_accuracy(curve, 0.97), "final_accuracy": curve[-1][1],
+    }
+
+
+# Target 0.97. The baseline's median final accuracy is 0.985, so the threshold is 0.980.
+HAND_RUNS = [
+    _run("baseline", 0, [[10, 0.90], [20, 0.95], [30, 0.97], [40, 0.980]]),
+    _run("baseline", 1, [[12, 0.91], [24, 0.96], [36, 0.975], [48, 0.985]]),
+    _run("baseline", 2, [[11, 0.89], [22, 0.978], [33, 0.97], [44, 0.990]]),
+    _run("baseline-short", 0, [[10, 0.90], [20, 0.96], [30, 0.982]]),
+    _run("baseline-short", 1, [[12, 0.90], [24, 0.95], [36, 0.979]]),
+    _run("baseline-short", 2, [[11, 0.90], [22, 0.97], [33, 0.981]]),
+    # Faster than baseline-short at its median accuracy (0.981): beats it.
+    _run("O1", 0, [[10, 0.90], [20, 0.981], [30, 0.983]]),
+    _run("O1", 1, [[10, 0.90], [21, 0.95], [31, 0.981]]),
+    _run("O1", 2, [[9, 0.90], [19, 0.95], [29, 0.975]]),
+    # More accurate, but slower than baseline-short: does not beat it.
+    _run("less_bn", 0, [[20, 0.95], [40, 0.99]]),
+    _run("less_bn", 1, [[20, 0.95], [40, 0.99]]),
+    _run("less_bn", 2, [[20, 0.95], [40, 0.99]]),
+    # Same median time as baseline-short (33 s), more accurate: beats it.
+    _run("grad_freeze", 0, [[15, 0.95], [33, 0.985]]),
+    _run("grad_freeze", 1, [[15, 0.95], [33, 0.985]]),
+    _run("grad_freeze", 2, [[15, 0.95], [33, 0.985]]),
+    {"variant": "adasum", "precision": "float32", "seed": 0, "skipped": "not implemented. More."},
+]
+
+
+def _hand_result():
+    return {
+        "version": harness.RESULT_VERSION,
+        "workload": {"name": "hand", "epochs": 4, "batch_size": 32, "learning_rate": 0.1, "target": 0.97,
+                     "warmup_epochs": 1.0, "momentum": 0.9, "weight_decay": 5e-4},
+        "short_ratio": 0.75,
+        "environment": {"backend": "tensorflow", "backend_version": "2.x", "keras_version": "3.x",
+                        "processor": "cpu", "cpu_model": "Some CPU", "nproc": 2, "date": "2026-12-01"},
+        "runs": copy.deepcopy(HAND_RUNS),
+    }
+
+
+def test_time_to_accuracy_is_the_first_epoch_reaching_it():
+    curve = [[10.0, 0.90], [20.0, 0.95], [30.0, 0.94], [40.0, 0.96]]
+    assert harness.time_to_accuracy(curve, 0.95) == 20.0  # first crossing, not interpolated
+    assert harness.time_to_accuracy(curve, 0.93) == 20.0
+    assert harness.time_to_accuracy(curve, 0.955) == 40.0
+    assert harness.time_to_accuracy(curve, 0.97) is None
+    assert harness.time_to_accuracy(curve, 0.985 - 0.005 + 0.95 - 0.98) == 20.0  # float rounding
+
+
+def test_spread_and_beats():
+    assert report.spread([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0}
+    assert report.spread([3.0, None, 1.0]) == {"median": 3.0, "min": 1.0, "max": math.inf}
+    assert report.spread([1.0, None]) == {"median": math.inf, "min": 1.0, "max": math.inf}
+    assert report.spread([4.0, 1.0, 2.0, 3.0])["median"] == 2.5
+    assert report.spread([]) is None
+    assert report.beats(90, 0.985, 100, 0.985)       # less time, equal accuracy
+    assert report.beats(100, 0.990, 100, 0.985)      # equal time, higher accuracy
+    assert report.beats(90, 0.990, 100, 0.985)
+    assert not report.beats(100, 0.985, 100, 0.985)  # equal in both
+    assert not report.beats(90, 0.980, 100, 0.985)   # faster but less accurate
+    assert not report.beats(110, 0.990, 100, 0.985)  # more accurate but slower
+
+
+def test_summary_medians_spreads_thresholds_and_verdicts():
+    rows = {r["variant"]: r for r in report.summarize(_hand_result())}
+    base, short, o1 = rows["baseline"], rows["baseline-short"], rows["O1"]
+    assert base["final_accuracy_spread"] == {"median": 0.985, "min": 0.980, "max": 0.990}
+    assert base["train_seconds_spread"] == {"median": 44.0, "min": 40.0, "max": 48.0}
+    assert base["threshold"] == pytest.approx(0.980)
+    # Time to 0.980: seed 0 at epoch 4 (40 s, exactly 0.980), seed 1 at 48 s, seed 2 at 44 s.
+    assert base["time_to_threshold"] == [40.0, 48.0, 44.0]
+    assert base["time_to_threshold_spread"] == {"median": 44.0, "min": 40.0, "max": 48.0}
+    assert base["time_to_threshold_vs_baseline"] == 1.0
+    # Time to the target 0.97: 30, 36, 22 s.
+    assert base["time_to_target_spread"] == {"median": 30.0, "min": 22.0, "max": 36.0}
+    assert base["reached"] == "3/3"
+
+    assert short["final_accuracy_spread"]["median"] == 0.981
+    assert short["train_seconds_spread"]["median"] == 33.0
+    assert short["time_to_threshold"] == [30.0, None, 33.0]
+    assert short["time_to_threshold_spread"] == {"median": 33.0, "min": 30.0, "max": math.inf}
+    assert short["threshold_reached"] == "2/3"
+    assert short["time_to_threshold_vs_baseline"] == pytest.approx(33.0 / 44.0)
+    assert short["time_vs_baseline"] == pytest.approx(33.0 / 44.0)
+    assert short["beats_short_baseline"] is None and base["beats_short_baseline"] is None
+
+    assert o1["train_seconds_spread"] == {"median": 30.0, "min": 29.0, "max": 31.0}
+    assert o1["final_accuracy_spread"] == {"median": 0.981, "min": 0.975, "max": 0.983}
+    assert o1["time_to_threshold"] == [20.0, 31.0, None]
+    assert o1["time_to_threshold_spread"]["median"] == 31.0
+    assert o1["time_to_threshold_vs_baseline"] == pytest.approx(31.0 / 44.0)
+    assert o1["time_vs_baseline"] == pytest.approx(30.0 / 44.0)
+    assert o1["beats_short_baseline"] is True
+    assert rows["less_bn"]["beats_short_baseline"] is False
+    assert rows["grad_freeze"]["beats_short_baseline"] is True
+    assert rows["adasum"]["skipped"].startswith("not implemented")
+
+
+def test_summary_threshold_never_reached_by_most_seeds():
+    result = _hand_result()
+    for run in result["runs"]:
+        if run["variant"] == "less_bn":
+            run["curve"] = [[20.0, 0.95], [40.0, 0.97]]
+            run["final_accuracy"] = 0.97
+    rows = {r["variant"]: r for r in report.summarize(result)}
+    assert rows["less_bn"]["time_to_threshold_spread"]["median"] == math.inf
+    assert rows["less_bn"]["time_to_threshold_vs_baseline"] == math.inf
+    assert rows["less_bn"]["threshold_reached"] == "0/3"
+    table = report.markdown_table(result)
+    assert "| less_bn | float32 | 0.97 | 40 | 0.91 |" in table and "| not reached | 0/3 | not reached |" in table
+
+
+def test_summary_accuracy_drop_and_bad_value():
+    rows = {r["variant"]: r for r in report.summarize(_hand_result(), accuracy_drop=0.0)}
+    assert rows["baseline"]["threshold"] == 0.985
+    assert rows["baseline"]["time_to_threshold"] == [None, 48.0, 44.0]
+    with pytest.raises(ValueError, match="accuracy_drop must be in \\[0, 1\\), got 2"):
+        report.summarize(_hand_result(), accuracy_drop=2)
+
+
+def test_markdown_table_rows(tmp_path):
+    table = report.markdown_table(_hand_result())
+    assert "Some CPU x2" in table and "float32 0.9800" in table
+    assert "| baseline | float32 | 0.985 [0.98, 0.99] | 44 [40, 48] | 1.00 | 1.00 | 10 | 30 [22, 36] | 3/3 | " \
+           "44 [40, 48] | 3/3 | 1.00 | — |" in table
+    assert "| O1 | float32 | 0.981 [0.975, 0.983] | 30 [29, 31] | 0.68 | 0.68 | 10 |" in table
+    assert "| 31 [20, not reached] | 2/3 | 0.70 | yes |" in table
+    assert "| adasum | float32 | skipped: not implemented |" in table
+    path = tmp_path / "hand.png"
+    report.plot(_hand_result(), str(path))
+    png = path.read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
+
+
+def test_median_curve():
+    curves = [[[10, 0.9], [20, 0.95]], [[12, 0.8], [22, 0.97]], [[11, 0.85], [21, 0.96]]]
+    assert report.median_curve(curves) == ([11, 21], [0.85, 0.96], [0.8, 0.95], [0.9, 0.97])
+
+
+def test_cli_rerenders_a_saved_result(tmp_path, capsys):
+    path = tmp_path / "bench_hand_tensorflow.json"
+    report.write_json(_hand_result(), str(path))
+    cli.run(["--report", str(path), "--accuracy-drop", "0.01"])
+    table = (tmp_path / "bench_hand_tensorflow.md").read_text()
+    assert "float32 0.9750" in table and (tmp_path / "bench_hand_tensorflow.png").exists()
+    with pytest.raises(SystemExit, match="Cannot read the result"):
+        cli.run(["--report", str(tmp_path / "missing.json")])
+
+
+# --- the realistic workload ---------------------------------------------------------
+
+
+def test_realistic_workload_definition():
+    workload = harness.realistic_workload()
+    (x, _), (x_test, _) = workload.data()
+    steps = workload.epochs * math.ceil(len(x) / workload.batch_size)
+    assert steps >= 2000
+    total, warmup = harness.schedule_steps(workload, workload.epochs, math.ceil(len(x) / workload.batch_size))
+    assert total == steps and 0 < warmup < total
+    model = workload.build(0)
+    found = boost.surgery.find_less_bn(model)
+    assert found.num_removed >= 6 and found.num_bn > found.num_removed
+    head = model.layers[-1]
+    assert isinstance(head, keras.layers.Dense) and head.get_config()["activation"] == "linear"
+    # The augmentation acts in training only: inference equals the same model without it.
+    plain = bench.residual_cnn(seed=0, width=16, blocks=(3, 3, 3))
+    assert np.array_equal(model.predict(x_test[:8], verbose=0), plain.predict(x_test[:8], verbose=0))
+
+
+def test_workload_and_schedule_validation():
+    build, data = harness.tiny_workload().build, harness.tiny_workload().data
+    with pytest.raises(ValueError, match=r"warmup_epochs must be in \[0, epochs=3\), got 3"):
+        harness.Workload("w", build, data, epochs=3, warmup_epochs=3)
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
+        harness.Workload("w", build, data, batch_size=0)
+    with pytest.raises(ValueError, match="target must be an accuracy in \\[0, 1\\], got 93"):
+        harness.Workload("w", build, data, target=93)
+    workload = harness.Workload("w", build, data, epochs=10, warmup_epochs=1.0)
+    assert harness.schedule_steps(workload, 10, 100) == (1000, 100)
+    assert harness.schedule_steps(workload, 8, 100, 0.8) == (800, 80)  # warmup rescaled too
+    with pytest.raises(ValueError, match="seeds must be an int >= 1, got 0"):
+        harness.run_benchmark(workload, ["baseline"], ["float32"], seeds=0, progress=False)

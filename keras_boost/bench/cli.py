@@ -4,13 +4,17 @@ Example:
 
 ```shell
 keras-boost bench --quick                         # a few minutes on 2 CPU cores
+keras-boost bench --workload realistic --seeds 3 \
+    --variants baseline,baseline-short,O1,less_bn,grad_freeze --precisions float32
 keras-boost bench --workload resnet --seeds 3 --backend jax --output-dir results/
 keras-boost bench --factory mypackage.bench:workload --variants baseline,O1
+keras-boost bench --report bench_results/bench_realistic_tensorflow.json   # re-render only
 python -m keras_boost.bench --quick
 ```
 """
 
 import argparse
+import dataclasses
 import importlib
 import os
 import sys
@@ -24,13 +28,21 @@ def parse_args(argv):
         description="Time to accuracy of keras_boost's algorithms against a tuned and a "
         "rescaled-shorter baseline; writes JSON, a Markdown table and a PNG plot.",
     )
-    parser.add_argument("--workload", default="quickstart", help="quickstart (default), resnet or tiny")
+    parser.add_argument("--workload", default="quickstart",
+                        help="quickstart (default), resnet, realistic (2,000 steps, ~2-3 min per run) or tiny")
     parser.add_argument("--factory", help="module:function returning a keras_boost.bench.Workload")
     parser.add_argument("--variants", help="comma-separated subset (default: all)")
     parser.add_argument("--precisions", default="float32,mixed_bfloat16", help="comma-separated")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--epochs", type=int, help="override the workload's epochs")
     parser.add_argument("--short-ratio", type=float, default=0.8, help="length of baseline-short")
+    parser.add_argument("--accuracy-drop", type=float, default=0.005,
+                        help="the reports' threshold is the baseline's median final accuracy minus this "
+                        "(default 0.005: half a point)")
+    parser.add_argument("--report", metavar="JSON",
+                        help="only re-render the table and plot of a result written before (next to it)")
+    parser.add_argument("--no-burn-in", action="store_true",
+                        help="skip the untimed few-step fit before the first timed run")
     parser.add_argument("--backend", choices=BACKENDS, help="Keras backend (default: KERAS_BACKEND)")
     parser.add_argument("--output-dir", default="bench_results", help="where the reports go")
     parser.add_argument("--quick", action="store_true",
@@ -41,6 +53,10 @@ def parse_args(argv):
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
     if not 0 < args.short_ratio < 1:
         parser.error(f"--short-ratio must be in (0, 1), got {args.short_ratio}")
+    if not 0 <= args.accuracy_drop < 1:
+        parser.error(f"--accuracy-drop must be in [0, 1), got {args.accuracy_drop}")
+    if args.epochs is not None and args.epochs < 1:
+        parser.error(f"--epochs must be >= 1, got {args.epochs}")
     return args
 
 
@@ -64,11 +80,28 @@ def _load_workload(args):
         workload = harness.WORKLOADS[args.workload]()
     else:
         raise SystemExit(f"Unknown workload {args.workload!r}; valid: {sorted(harness.WORKLOADS)}")
-    if args.epochs:
-        workload.epochs = args.epochs
+    epochs = args.epochs or workload.epochs
     if args.quick:
-        workload.epochs = min(workload.epochs, 2)
+        epochs = min(epochs, 2)
+    if epochs != workload.epochs:
+        # A warmup as long as the run would leave no decay: keep it under half.
+        warmup = min(workload.warmup_epochs, epochs / 2)
+        workload = dataclasses.replace(workload, epochs=epochs, warmup_epochs=warmup)
     return workload
+
+
+def _write_reports(result, stem, accuracy_drop):
+    from keras_boost.bench import report
+
+    table = report.markdown_table(result, accuracy_drop)
+    with open(stem + ".md", "w") as f:
+        f.write(table)
+    print("\n" + table)
+    try:
+        report.plot(result, stem + ".png", accuracy_drop)
+        print(f"Wrote {stem}.md and {stem}.png")
+    except ImportError as error:
+        print(f"Wrote {stem}.md; no plot: {error}")
 
 
 def run(argv=None):
@@ -77,6 +110,16 @@ def run(argv=None):
     if argv[:1] == ["bench"]:  # `keras-boost bench ...`
         argv = argv[1:]
     args = parse_args(argv)
+    if args.report:
+        from keras_boost.bench import report
+
+        try:
+            result = report.load_json(args.report)
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"Cannot read the result {args.report!r}: {error}")
+        stem = args.report[: -len(".json")] if args.report.endswith(".json") else args.report
+        _write_reports(result, stem, args.accuracy_drop)
+        return result
     if args.backend and args.backend != os.environ.get("KERAS_BACKEND", "tensorflow"):
         _reexec_with_backend(args.backend, argv)
 
@@ -92,21 +135,20 @@ def run(argv=None):
         variants = list(harness.DEFAULT_VARIANTS)
     seeds = 1 if args.quick else args.seeds
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
+    try:
+        for variant in variants:
+            harness.variant_spec(variant)
+    except ValueError as error:
+        raise SystemExit(f"--variants: {error}")
     result = harness.run_benchmark(
-        workload, variants, precisions, seeds, args.short_ratio, progress=not args.no_progress
+        workload, variants, precisions, seeds, args.short_ratio, progress=not args.no_progress,
+        burn_in_fit=not args.no_burn_in,
     )
     os.makedirs(args.output_dir, exist_ok=True)
     stem = os.path.join(args.output_dir, f"bench_{workload.name}_{result['environment']['backend']}")
     report.write_json(result, stem + ".json")
-    table = report.markdown_table(result)
-    with open(stem + ".md", "w") as f:
-        f.write(table)
-    print("\n" + table)
-    try:
-        report.plot(result, stem + ".png")
-        print(f"Wrote {stem}.json, {stem}.md and {stem}.png")
-    except ImportError as error:
-        print(f"Wrote {stem}.json and {stem}.md; no plot: {error}")
+    print(f"Wrote {stem}.json")
+    _write_reports(result, stem, args.accuracy_drop)
     return result
 
 

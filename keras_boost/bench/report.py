@@ -1,112 +1,332 @@
-"""Reports of a benchmark result: JSON, a Markdown table, a PNG plot."""
+"""Reports of a benchmark result: JSON, a summary, a Markdown table, a PNG plot.
+
+The summary (`summarize`) aggregates the seeds of each (variant, precision)
+by their **median**, with the **min-max spread**, for the final accuracy,
+the training time and the time to accuracy. A run that never reaches an
+accuracy counts as an infinite time: the median is finite when more than
+half of the seeds reached it (with an even number of seeds, all but at most
+half minus one), and the spread's max is then "not reached".
+
+Besides the workload's fixed target it measures, for each precision, the
+time to **the baseline's median final accuracy minus 0.5 point**
+(`accuracy_drop`), the accuracy a speed-up may give up, and that time as a
+ratio to the baseline's own time to it. Times to an accuracy follow
+`harness.time_to_accuracy`: the training time at the end of the first epoch
+whose test accuracy reaches it, not interpolated between evaluations.
+
+A variant **beats `baseline-short`** (the baseline trained for fewer
+epochs, its schedule rescaled) when its median (training time, final
+accuracy) point is better in one and no worse in the other: higher accuracy
+at equal or less time, or less time at equal or higher accuracy. With 3
+seeds a margin inside the min-max spreads is not evidence: read the spreads
+too.
+
+Example:
+
+```python
+from keras_boost.bench import report
+result = report.load_json("bench_results/bench_realistic_tensorflow.json")
+for row in report.summarize(result):
+    print(row["variant"], row.get("time_to_threshold_vs_baseline"), row.get("beats_short_baseline"))
+print(report.markdown_table(result))
+report.plot(result, "bench_realistic_tensorflow.png")
+```
+"""
 
 import json
+import math
 import statistics
 
+from keras_boost.bench.harness import time_to_accuracy
 from keras_boost.bench.harness import validate_result
+
+# The baseline's median final accuracy minus this is the accuracy that
+# "time to the baseline's accuracy" measures (0.5 point).
+ACCURACY_DROP = 0.005
+_EPS = 1e-9
 
 
 def write_json(result, path):
+    """Validates `result` and writes it as JSON to `path`."""
     validate_result(result)
     with open(path, "w") as f:
         json.dump(result, f, indent=1)
 
 
 def load_json(path):
+    """Reads and validates a result written by `write_json`."""
     with open(path) as f:
         return validate_result(json.load(f))
 
 
-def _mean_std(values):
+def spread(values):
+    """Median, min and max of `values`; None stands for "never reached" (+inf).
+
+    Returns:
+        `{"median": m, "min": lo, "max": hi}` (floats, possibly `math.inf`),
+        or None when `values` is empty.
+
+    Example:
+
+    ```python
+    spread([3.0, 1.0, 2.0])     # {"median": 2.0, "min": 1.0, "max": 3.0}
+    spread([3.0, None, 1.0])    # {"median": 3.0, "min": 1.0, "max": inf}
+    ```
+    """
+    values = [math.inf if v is None else float(v) for v in values]
     if not values:
-        return "n/a"
-    if len(values) == 1:
-        return f"{values[0]:.3g}"
-    return f"{statistics.mean(values):.3g} ± {statistics.stdev(values):.2g}"
+        return None
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def summarize(result):
-    """Per (variant, precision): aggregates over seeds, and ratios to the baselines."""
+def beats(time, accuracy, other_time, other_accuracy):
+    """Whether (time, accuracy) is better than the other point in one, no worse in the other.
+
+    Higher accuracy at equal or less time, or less time at equal or higher
+    accuracy (Pareto dominance; accuracies equal within 1e-9 are equal).
+
+    Example:
+
+    ```python
+    beats(90, 0.985, 100, 0.985)   # True: less time, same accuracy
+    beats(90, 0.980, 100, 0.985)   # False: faster but less accurate
+    beats(100, 0.99, 100, 0.985)   # True: same time, more accurate
+    ```
+    """
+    higher = accuracy > other_accuracy + _EPS
+    not_lower = accuracy >= other_accuracy - _EPS
+    return bool((higher and time <= other_time) or (time < other_time and not_lower))
+
+
+def _ratio(numerator, denominator):
+    if numerator is None or denominator is None or math.isinf(denominator) or denominator <= 0:
+        return None
+    return numerator / denominator  # inf when the numerator never reached
+
+
+def summarize(result, accuracy_drop=ACCURACY_DROP):
+    """Per (variant, precision): medians and spreads over seeds, ratios, verdicts.
+
+    Args:
+        result: a benchmark result (see `harness.run_benchmark`).
+        accuracy_drop: the threshold accuracy of a precision is the median
+            final accuracy of its `baseline` minus this.
+
+    Returns:
+        A list of row dicts, in the order the variants first ran. Each row
+        holds `variant`, `precision`, `runs` and either `skipped` (the
+        reason) or: the per-seed lists `final_accuracy`, `train_seconds`,
+        `steps_per_second`, `time_to_target` and `time_to_threshold` (None:
+        not reached), ordered by seed; their `spread`s under the same name
+        plus `_spread`; `reached` / `threshold_reached` ("k/n");
+        `threshold`; `time_vs_baseline` and `time_vs_float32_baseline`
+        (ratios of median training times); `time_to_threshold_vs_baseline`
+        (median time to the threshold over the baseline's; inf when the
+        variant's median never reached it); `beats_short_baseline` (True,
+        False, or None for the baselines or without a `baseline-short`).
+
+    Example:
+
+    ```python
+    rows = summarize(result)
+    row = next(r for r in rows if r["variant"] == "O1")
+    row["final_accuracy_spread"]           # {"median": ..., "min": ..., "max": ...}
+    row["time_to_threshold_vs_baseline"]   # < 1: reached the baseline's accuracy sooner
+    ```
+    """
+    if not 0 <= accuracy_drop < 1:
+        raise ValueError(f"accuracy_drop must be in [0, 1), got {accuracy_drop!r}.")
     groups = {}
     for run in result["runs"]:
         groups.setdefault((run["variant"], run["precision"]), []).append(run)
     rows = []
     for (variant, precision), runs in groups.items():
-        done = [r for r in runs if "skipped" not in r]
+        done = sorted((r for r in runs if "skipped" not in r), key=lambda r: r["seed"])
         row = {"variant": variant, "precision": precision, "runs": len(runs)}
         if not done:
             row["skipped"] = runs[0]["skipped"]
             rows.append(row)
             continue
-        reached = [r["time_to_target"] for r in done if r["time_to_target"] is not None]
+        reached = [r["time_to_target"] for r in done]
         row.update(
+            seeds=[r["seed"] for r in done],
             final_accuracy=[r["final_accuracy"] for r in done],
             train_seconds=[r["train_seconds"] for r in done],
             steps_per_second=[r["steps_per_second"] for r in done],
             time_to_target=reached,
-            reached=f"{len(reached)}/{len(done)}",
+            reached=f"{sum(t is not None for t in reached)}/{len(done)}",
             note=done[0].get("note"),
+            _curves=[r["curve"] for r in done],
         )
+        for key in ("final_accuracy", "train_seconds", "steps_per_second", "time_to_target"):
+            row[key + "_spread"] = spread(row[key])
         rows.append(row)
-    by_key = {(r["variant"], r["precision"]): r for r in rows}
+
+    by_key = {(r["variant"], r["precision"]): r for r in rows if "skipped" not in r}
+    thresholds = {}
+    for (variant, precision), row in by_key.items():
+        if variant == "baseline":
+            thresholds[precision] = row["final_accuracy_spread"]["median"] - accuracy_drop
     for row in rows:
         if "skipped" in row:
             continue
-        base = by_key.get(("baseline", row["precision"]))
-        short = by_key.get(("baseline-short", row["precision"]))
+        precision = row["precision"]
+        base = by_key.get(("baseline", precision))
+        short = by_key.get(("baseline-short", precision))
         f32 = by_key.get(("baseline", "float32"))
-        if base and "skipped" not in base:
-            row["time_vs_baseline"] = statistics.mean(row["train_seconds"]) / statistics.mean(base["train_seconds"])
-        if f32 and "skipped" not in f32:
-            row["time_vs_float32_baseline"] = statistics.mean(row["train_seconds"]) / statistics.mean(f32["train_seconds"])
-        row["beats_short_baseline"] = _beats(row, short)
+        median_time = row["train_seconds_spread"]["median"]
+        row["threshold"] = thresholds.get(precision)
+        if row["threshold"] is not None:
+            times = [time_to_accuracy(curve, row["threshold"]) for curve in row["_curves"]]
+            row["time_to_threshold"] = times
+            row["time_to_threshold_spread"] = spread(times)
+            row["threshold_reached"] = f"{sum(t is not None for t in times)}/{len(times)}"
+        if base:
+            row["time_vs_baseline"] = median_time / base["train_seconds_spread"]["median"]
+        if f32:
+            row["time_vs_float32_baseline"] = median_time / f32["train_seconds_spread"]["median"]
+        row["beats_short_baseline"] = None
+        if short and not row["variant"].startswith("baseline"):
+            row["beats_short_baseline"] = beats(
+                median_time, row["final_accuracy_spread"]["median"],
+                short["train_seconds_spread"]["median"], short["final_accuracy_spread"]["median"],
+            )
+    for row in rows:
+        if "time_to_threshold_spread" in row:
+            base = by_key[("baseline", row["precision"])]
+            row["time_to_threshold_vs_baseline"] = _ratio(
+                row["time_to_threshold_spread"]["median"], base["time_to_threshold_spread"]["median"]
+            )
+        row.pop("_curves", None)
     return rows
 
 
-def _beats(row, short):
-    """Reaches the target sooner than the rescaled baseline, at least as accurate?"""
-    if not short or "skipped" in short or row["variant"].startswith("baseline"):
-        return None
-    if not row["time_to_target"] or len(row["time_to_target"]) < len(row["final_accuracy"]):
-        return False
-    if short["time_to_target"] and len(short["time_to_target"]) == len(short["final_accuracy"]):
-        if statistics.mean(row["time_to_target"]) >= statistics.mean(short["time_to_target"]):
-            return False
-    return statistics.mean(row["final_accuracy"]) >= statistics.mean(short["final_accuracy"]) - 0.005
+def _number(value, digits):
+    if value is None:
+        return "n/a"
+    if math.isinf(value):
+        return "not reached"
+    return f"{value:.{digits}g}"
 
 
-def markdown_table(result):
-    """The results as a Markdown table (mean ± std over seeds)."""
+def _format_spread(stats, digits=3):
+    """`median [min, max]`, or the value alone for one seed."""
+    if stats is None:
+        return "n/a"
+    if stats["min"] == stats["max"]:
+        return _number(stats["median"], digits)
+    return f"{_number(stats['median'], digits)} [{_number(stats['min'], digits)}, {_number(stats['max'], digits)}]"
+
+
+def _format_ratio(value):
+    if value is None:
+        return "n/a"
+    return "not reached" if math.isinf(value) else f"{value:.2f}"
+
+
+def markdown_table(result, accuracy_drop=ACCURACY_DROP):
+    """The summary as a Markdown table: median [min, max] over seeds.
+
+    Example:
+
+    ```python
+    print(markdown_table(load_json("bench_results/bench_realistic_tensorflow.json")))
+    ```
+    """
     env, work = result["environment"], result["workload"]
+    rows = summarize(result, accuracy_drop)
+    seeds = max((r["runs"] for r in rows), default=0)
+    recipe = f"batch {work['batch_size']}, peak learning rate {work['learning_rate']}"
+    if work.get("warmup_epochs"):
+        recipe += f", {work['warmup_epochs']:g}-epoch warmup"
+    if work.get("weight_decay"):
+        recipe += f", weight decay {work['weight_decay']:g}"
+    thresholds = ", ".join(
+        f"{r['precision']} {r['threshold']:.4f}" for r in rows
+        if r["variant"] == "baseline" and r.get("threshold") is not None
+    )
+    cpu = env.get("cpu_model") or env.get("processor")
     lines = [
         f"Workload `{work['name']}`: {work['epochs']} epochs (short baseline: x{result['short_ratio']}), "
-        f"batch {work['batch_size']}, target accuracy {work['target']}. "
+        f"{recipe}, target accuracy {work['target']}; {seeds} seed(s)"
+        f"{', runs interleaved' if result['version'] >= 2 else ''}. "
         f"{env['backend']} {env['backend_version']}, Keras {env['keras_version']}, "
-        f"{env['processor']} x{env['nproc']}, {env['date']}.",
+        f"{cpu} x{env['nproc']}, {env['date']}.",
+        "",
+        f"Median [min, max] over seeds. \"base -{accuracy_drop * 100:g}pt\": time to the baseline's median "
+        f"final accuracy minus {accuracy_drop * 100:g} point ({thresholds or 'no baseline'}), at the end of "
+        "the first epoch that reaches it; \"× base's\" divides it by the baseline's own. Times are training "
+        "seconds (compilation included, evaluation excluded).",
         "",
         "| variant | precision | final acc. | train time (s) | × baseline | × f32 baseline | steps/s | "
-        "time to target (s) | reached | beats short baseline |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        f"time to {work['target']} (s) | reached | time to base -{accuracy_drop * 100:g}pt (s) | reached | "
+        "× base's | beats short baseline |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for row in summarize(result):
+    for row in rows:
         if "skipped" in row:
             reason = row["skipped"].split(".")[0]
-            lines.append(f"| {row['variant']} | {row['precision']} | skipped: {reason} | | | | | | | |")
+            lines.append(f"| {row['variant']} | {row['precision']} | skipped: {reason} |" + " |" * 10)
             continue
-        ratio = f"{row['time_vs_baseline']:.2f}" if "time_vs_baseline" in row else "n/a"
-        ratio32 = f"{row['time_vs_float32_baseline']:.2f}" if "time_vs_float32_baseline" in row else "n/a"
         verdict = {None: "—", True: "yes", False: "no"}[row["beats_short_baseline"]]
         lines.append(
-            f"| {row['variant']} | {row['precision']} | {_mean_std(row['final_accuracy'])} | "
-            f"{_mean_std(row['train_seconds'])} | {ratio} | {ratio32} | "
-            f"{_mean_std(row['steps_per_second'])} | {_mean_std(row['time_to_target'])} | "
-            f"{row['reached']} | {verdict} |"
+            f"| {row['variant']} | {row['precision']} | {_format_spread(row['final_accuracy_spread'], 4)} | "
+            f"{_format_spread(row['train_seconds_spread'])} | {_format_ratio(row.get('time_vs_baseline'))} | "
+            f"{_format_ratio(row.get('time_vs_float32_baseline'))} | "
+            f"{_format_spread(row['steps_per_second_spread'])} | {_format_spread(row['time_to_target_spread'])} | "
+            f"{row['reached']} | {_format_spread(row.get('time_to_threshold_spread'))} | "
+            f"{row.get('threshold_reached', 'n/a')} | "
+            f"{_format_ratio(row.get('time_to_threshold_vs_baseline'))} | {verdict} |"
         )
     return "\n".join(lines) + "\n"
 
 
-def plot(result, path):
-    """Accuracy vs training wall time, one line per run; needs matplotlib."""
+def median_curve(curves):
+    """Per epoch: median time, median / min / max accuracy over seeds.
+
+    Seeds of one variant have the same number of epochs; if not, the
+    curves are cut to the shortest.
+
+    Returns:
+        `(times, median_accuracy, min_accuracy, max_accuracy)`, lists with
+        one entry per epoch.
+
+    Example:
+
+    ```python
+    median_curve([[[10, 0.9], [20, 0.95]], [[12, 0.8], [22, 0.97]], [[11, 0.85], [21, 0.96]]])
+    # ([11, 21], [0.85, 0.96], [0.8, 0.95], [0.9, 0.97])
+    ```
+    """
+    epochs = min(len(c) for c in curves)
+    times, med, low, high = [], [], [], []
+    for e in range(epochs):
+        ts = [c[e][0] for c in curves]
+        accs = [c[e][1] for c in curves]
+        times.append(statistics.median(ts))
+        med.append(statistics.median(accs))
+        low.append(min(accs))
+        high.append(max(accs))
+    return times, med, low, high
+
+
+def plot(result, path, accuracy_drop=ACCURACY_DROP):
+    """Accuracy vs training time per precision, and a time vs accuracy panel.
+
+    One panel per precision: for each variant, the median over seeds of the
+    test accuracy at each epoch against the median training time at that
+    epoch, with the min-max band of the accuracy; the workload's target and
+    the baseline's final accuracy minus `accuracy_drop` as horizontal lines.
+    A last panel places each (variant, precision) at its median training
+    time and final accuracy, with min-max error bars (up and left is
+    better). Needs matplotlib (`pip install 'keras-boost[plot]'`).
+
+    Example:
+
+    ```python
+    plot(load_json("bench_results/bench_realistic_tensorflow.json"), "realistic.png")
+    ```
+    """
     try:
         import matplotlib
 
@@ -116,23 +336,68 @@ def plot(result, path):
         raise ImportError(
             "The plot needs matplotlib: pip install 'keras-boost[plot]'."
         ) from error
-    fig, ax = plt.subplots(figsize=(8, 5))
-    colors, styles = {}, {"float32": "-", "mixed_bfloat16": "--"}
-    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    rows = [r for r in summarize(result, accuracy_drop) if "skipped" not in r]
+    curves = {}
     for run in result["runs"]:
-        if "skipped" in run:
-            continue
-        color = colors.setdefault(run["variant"], cycle[len(colors) % len(cycle)])
-        times, accuracies = zip(*run["curve"])
-        label = f"{run['variant']} ({run['precision']})" if run["seed"] == 0 else None
-        ax.plot(times, accuracies, styles.get(run["precision"], ":"), marker="o", markersize=3,
-                color=color, label=label, alpha=0.8)
-    ax.axhline(result["workload"]["target"], color="gray", linewidth=0.8, linestyle=":")
-    ax.set_xlabel("training wall time (s, evaluation excluded)")
-    ax.set_ylabel("test accuracy")
-    ax.set_title(f"keras_boost bench: {result['workload']['name']} ({result['environment']['backend']})")
-    ax.legend(fontsize=7, loc="lower right")
+        if "skipped" not in run:
+            curves.setdefault((run["variant"], run["precision"]), []).append(run["curve"])
+    precisions = list(dict.fromkeys(r["precision"] for r in rows))
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    cycle = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    colors = {v: cycle[i % len(cycle)] for i, v in enumerate(variants)}
+    markers = dict(zip(precisions, "osD^v"))
+
+    # The interesting range is near the end: start the axis a little under
+    # the lowest accuracy of the second half of any run.
+    late = [a for c in curves.values() for curve in c for _, a in curve[len(curve) // 2:]]
+    lowest = min(late, default=0.0)
+    bottom = max(0.0, lowest - 0.5 * (1.0 - lowest))
+
+    fig, axes = plt.subplots(1, len(precisions) + 1, figsize=(6 * (len(precisions) + 1), 4.8), squeeze=False)
+    axes = axes[0]
+    for ax, precision in zip(axes, precisions):
+        for variant in variants:
+            if (variant, precision) not in curves:
+                continue
+            times, med, low, high = median_curve(curves[(variant, precision)])
+            color = colors[variant]
+            ax.plot(times, med, marker="o", markersize=3, color=color, label=variant)
+            if len(curves[(variant, precision)]) > 1:
+                ax.fill_between(times, low, high, color=color, alpha=0.15, linewidth=0)
+        ax.axhline(result["workload"]["target"], color="gray", linewidth=0.8, linestyle=":",
+                   label=f"target {result['workload']['target']}")
+        threshold = next((r["threshold"] for r in rows
+                          if r["precision"] == precision and r.get("threshold") is not None), None)
+        if threshold is not None:
+            ax.axhline(threshold, color="black", linewidth=0.8, linestyle="--",
+                       label=f"baseline -{accuracy_drop * 100:g}pt ({threshold:.3f})")
+        ax.set_ylim(bottom, 1.0)
+        ax.set_xlabel("training wall time (s, evaluation excluded)")
+        ax.set_ylabel("test accuracy (median, min-max band)")
+        ax.set_title(f"{precision}: accuracy vs time")
+        ax.legend(fontsize=7, loc="lower right")
+        ax.grid(alpha=0.3)
+
+    ax = axes[-1]
+    for row in rows:
+        t, a = row["train_seconds_spread"], row["final_accuracy_spread"]
+        ax.errorbar(
+            t["median"], a["median"],
+            xerr=[[t["median"] - t["min"]], [t["max"] - t["median"]]],
+            yerr=[[a["median"] - a["min"]], [a["max"] - a["median"]]],
+            fmt=markers[row["precision"]], color=colors[row["variant"]], capsize=3,
+            label=f"{row['variant']} ({row['precision']})" if len(precisions) > 1 else row["variant"],
+        )
+    ax.set_xlabel("training wall time (s), median and min-max")
+    ax.set_ylabel("final test accuracy, median and min-max")
+    ax.set_title("time vs final accuracy (up-left is better)")
+    ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3)
+    env = result["environment"]
+    fig.suptitle(
+        f"keras_boost bench: {result['workload']['name']} ({env['backend']}, "
+        f"{env.get('cpu_model') or env.get('processor')} x{env.get('nproc')})", fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
