@@ -1,7 +1,6 @@
 """The freeze depth planner: its rule on fake timings, and its use in BoostModel."""
 
 import keras
-import numpy as np
 import pytest
 
 import keras_boost as boost

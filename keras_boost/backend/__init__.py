@@ -3,11 +3,15 @@
 Each backend module exposes the same small functions that
 `keras_boost.model.BoostModel` composes into its one train step:
 
-- `scaled_loss_and_grads(model, x, y, sample_weight, trained, optimizer, scale)`
-  (TensorFlow and torch; JAX differentiates statelessly inside the step);
+- `loss_and_grads(model, x, y, sample_weight, trained, optimizer)` (TensorFlow
+  and torch; JAX's `train_step` differentiates statelessly instead);
 - `all_replicas(flag)`: AND of a boolean over all replicas;
-- `apply_if(flag, fn, args)`: run `fn(*args)` only when `flag` holds, in a way
-  that is legal for the backend (cross-replica cond on `tf.distribute`).
+- `apply(fn, args)` / `apply_if(flag, fn, args)`: run `fn(*args)` (only when
+  `flag` holds), in a way that is legal for the backend (no autograd on
+  torch, a cross-replica cond on `tf.distribute`);
+- `assign_where(triples)`: keep or restore variables by a per-variable flag;
+- `static_value(x)`: a tensor's Python value when it is known on the host;
+- `run_on_replicas(fn, args, variable)`: eager work on every replica.
 """
 
 import importlib

@@ -102,14 +102,26 @@ def assign_where(triples):
         variable.assign(ops.where(keep_new, variable.value, old))
 
 
-def switch(index, branches, args):
-    # Eager use only: under jit Keras calls stateless_apply instead.
-    branches[int(index)](*args)
-
-
 def static_value(x):
     """The Python value of `x` outside `jit`, else None."""
     try:
         return int(x)
     except (TypeError, jax.errors.ConcretizationTypeError):
         return None
+
+
+# Eager use only (an optimizer's stateful `apply` outside `jit`); inside the
+# jitted step Keras calls `stateless_apply`, which takes `ops.cond` instead.
+
+
+def all_replicas(flag):
+    return flag
+
+
+def apply_if(flag, fn, args):
+    if bool(flag):
+        fn(*args)
+
+
+def apply(fn, args):
+    return fn(*args)

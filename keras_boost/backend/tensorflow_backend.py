@@ -127,24 +127,6 @@ def assign_where(triples):
     ctx.merge_call(cross_replica, args=([t[1] for t in triples], [t[2] for t in triples]))
 
 
-def switch(index, branches, args):
-    """Runs `branches[index](*args)`; legal under tf.distribute (see apply_if)."""
-    branches = [_branch_local(b) for b in branches]
-    if tf.__internal__.distribute.strategy_supports_no_merge_call():
-        ops.switch(index, [lambda b=b: b(*args) for b in branches])
-        return
-
-    def cross_replica(strategy, index, *args):
-        index = strategy.experimental_local_results(index)[0]
-
-        def run(branch):
-            return lambda: strategy.extended.call_for_each_replica(branch, args=args)
-
-        ops.switch(index, [run(b) for b in branches])
-
-    tf.distribute.get_replica_context().merge_call(cross_replica, args=(index, *args))
-
-
 def run_on_replicas(fn, args, variable):
     """Runs `fn(*args)` eagerly on every replica of `variable`'s strategy.
 

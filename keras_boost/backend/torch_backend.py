@@ -44,11 +44,6 @@ def assign_where(triples):
             variable.assign(ops.where(keep_new, variable.value, old))
 
 
-def switch(index, branches, args):
-    with torch.no_grad():
-        branches[int(index)](*args)
-
-
 def run_on_replicas(fn, args, variable):
     return apply(fn, args)
 
