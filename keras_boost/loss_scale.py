@@ -7,7 +7,8 @@ import keras
 
 @keras.saving.register_keras_serializable(package="keras_boost")
 class DynamicLossScale:
-    """Dynamic loss-scale settings (the state lives in the model).
+    """Dynamic loss-scale settings (the state lives in the optimizer chain's
+    `DynamicLossScaleOptimizer`).
 
     The loss is multiplied by `scale` before differentiation and the gradients
     divided by it afterwards. A step whose gradients are not finite on any

@@ -41,7 +41,6 @@ import dataclasses
 import datetime
 import math
 import os
-import platform
 import time
 import warnings
 
@@ -49,6 +48,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.bench.machine import cpu_model
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
@@ -411,18 +411,6 @@ def interleaved_jobs(variants, precisions, seeds):
     return jobs
 
 
-def _cpu_model():
-    """The "model name" line of /proc/cpuinfo, else what `platform` knows."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _load_average():
     return [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else None
 
@@ -444,7 +432,7 @@ def environment():
     from keras_boost.bench.overhead import environment as base_environment
 
     env = base_environment()
-    env["cpu_model"] = _cpu_model()
+    env["cpu_model"] = cpu_model()
     env["numpy_version"] = np.__version__
     return env
 

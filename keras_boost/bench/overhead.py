@@ -53,6 +53,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.bench.machine import cpu_model
 from keras_boost.bench.workloads import copy_weights
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
@@ -103,18 +104,6 @@ def parse_args(argv=None):
 # --- environment ------------------------------------------------------------
 
 
-def _cpu_name():
-    # platform.processor() is often empty or just "x86_64" on Linux.
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def _usable_cpus():
     """What `nproc` prints: the CPUs this process may run on."""
     if hasattr(os, "sched_getaffinity"):
@@ -135,7 +124,7 @@ def environment():
         "keras_boost_version": boost.__version__,
         "python": platform.python_version(),
         "platform": platform.platform(),
-        "processor": _cpu_name(),
+        "processor": cpu_model(),
         "nproc": _usable_cpus(),
         "cpu_count": os.cpu_count(),
         # The load before the run: a busy machine makes the spread wide.

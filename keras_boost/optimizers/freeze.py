@@ -78,6 +78,7 @@ class FreezeOptimizer(OptimizerWrapper):
         self.train_strategy = _check_strategy(train_strategy, self._group_spec)
         self._model_driven = False
         self._warned_no_saving = False
+        self._tables = None  # NumPy schedule and group masks, built on first use
 
     # --- what BoostModel drives ---------------------------------------------
 
@@ -211,7 +212,7 @@ class FreezeOptimizer(OptimizerWrapper):
 
     def _depth_and_mask(self, step):
         """The depth at `step` and, per variable, whether that depth trains it."""
-        if getattr(self, "_tables", None) is None:
+        if self._tables is None:
             # NumPy, built once: converting a Python list of ~66k steps on
             # every eager (torch) step would cost more than the step.
             mask = np.zeros((self.group_count, len(self._trainable_variables)), bool)
