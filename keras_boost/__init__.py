@@ -18,6 +18,7 @@ from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.surgery import LessBN
 from keras_boost.model import BoostModel
+from keras_boost.optimizers import AdaSum
 from keras_boost.optimizers import BoostOptimizer
 from keras_boost.optimizers import DynamicLossScaleOptimizer
 from keras_boost.optimizers import GradientCentralization
@@ -30,6 +31,6 @@ from keras_boost.version import __version__
 from keras_boost import saving as _saving
 
 _saving.register_plain_names([
-    BoostModel, BoostOptimizer, DynamicLossScaleOptimizer, FreezeOptimizer,
+    AdaSum, BoostModel, BoostOptimizer, DynamicLossScaleOptimizer, FreezeOptimizer,
     GradientAccumulation, GradientCentralization, layers.NormalizedDense,
 ])

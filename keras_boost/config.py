@@ -133,6 +133,17 @@ def _auto_or_bool(where, value):
     return value
 
 
+def _auto_or_int(minimum):
+    def check(where, value):
+        if value == "auto" and not isinstance(value, bool):
+            return "auto"
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise TypeError(f"{where} must be 'auto' or an int, got {value!r}.")
+        return _int(minimum)(where, value)
+
+    return check
+
+
 def _split_groups(where, value):
     # MindSpore documents an int or a list, but its int branch crashes; a list
     # of increasing split indices is what actually works there.
@@ -158,7 +169,10 @@ SCHEMA = {
     | {name: (False, _bool) for name in ALGORITHMS},
     "common": {
         "gradient_split_groups": (None, _split_groups),
-        "device_number": (8, _int(1)),
+        # Replicas per node. MindSpore's default, 8, hard-codes an Ascend
+        # server and switches AdaSum off below 16 devices; "auto" takes the
+        # strategy's replicas per worker.
+        "device_number": ("auto", _auto_or_int(1)),
     },
     "less_bn": {"fn_flag": (True, _bool), "gc_flag": (True, _bool)},
     "grad_freeze": {
@@ -173,6 +187,8 @@ SCHEMA = {
         "adaptive_depths": ("auto", _auto_or_bool),
     },
     "grad_accumulation": {"grad_accumulation_step": (1, _int(1))},
+    # Extension: how AdaSum combines (see keras_boost.optimizers.AdaSum).
+    "adasum": {"reduce_on": ("grad", _choice("grad", "delta")), "hierarchical": (False, _bool)},
     "dim_reduce": {
         "rho": (0.55, _real(0.0, 1.0)),
         "gamma": (0.9, _real(0.0, 1.0)),
@@ -184,6 +200,11 @@ SCHEMA = {
         "timeout": (1800, _real(0.0, math.inf)),
     },
 }
+
+
+def check_value(section, key, value):
+    """Validates one config value by the schema; returns it (normalized)."""
+    return SCHEMA[section][key][1](f"{section}.{key}", value)
 
 
 def _unknown(kind, name, valid):
@@ -325,7 +346,7 @@ def enabled_algorithms(config):
 
 # Algorithms that exist in this version. An enabled algorithm outside this set
 # raises NotImplementedError where it is requested, never a silent no-op.
-IMPLEMENTED = frozenset({"grad_accumulation", "grad_freeze", "less_bn"})
+IMPLEMENTED = frozenset({"adasum", "grad_accumulation", "grad_freeze", "less_bn"})
 
 
 def check_implemented(config):

@@ -125,3 +125,9 @@ def apply_if(flag, fn, args):
 
 def apply(fn, args):
     return fn(*args)
+
+
+def replica_layout():
+    """`(replicas in sync, replicas on this worker)`: Keras' fit on this
+    backend steps one program; AdaSum sees a single replica."""
+    return 1, 1

@@ -1,5 +1,8 @@
 """TensorFlow seams: GradientTape, tf.distribute collectives, MWMS fixes."""
 
+import contextlib
+import threading
+
 import tensorflow as tf
 from keras import ops
 from keras import tree
@@ -101,45 +104,92 @@ def apply(fn, args):
 def assign_where(triples):
     """For each `(variable, keep_new, old)`: the variable keeps its value where
     `keep_new` holds, else gets `old` back (legal under tf.distribute)."""
+    assign_each([(v, ops.where(keep_new, v.value, old)) for v, keep_new, old in triples])
 
-    def assign(items):
-        for variable, keep_new, old in items:
-            variable.assign(ops.where(keep_new, variable.value, old))
 
+def assign_each(pairs):
+    """Assigns each `(variable, value)`; in replica context every replica's
+    copy of a distributed variable gets that replica's value."""
     ctx = tf.distribute.get_replica_context()
     if ctx is None or not tf.distribute.has_strategy():
-        assign(triples)  # cross-replica context, or no strategy at all
+        for variable, value in pairs:  # cross-replica context, or no strategy
+            variable.assign(value)
         return
-    variables = [t[0] for t in triples]
+    variables = [p[0] for p in pairs]
 
-    # Distributed variables are updated in cross-replica context, each
-    # replica's copy from that replica's values (identical across replicas:
-    # the gradients were all-reduced and the schedule is shared).
-    def cross_replica(strategy, flags, olds):
-        for variable, flag, old in zip(variables, flags, olds):
+    # Distributed variables are updated in cross-replica context.
+    def cross_replica(strategy, values):
+        for variable, value in zip(variables, values):
             strategy.extended.update(
-                variable.value,
-                lambda v, f, o: v.assign(tf.where(f, v, o)),
-                args=(flag, old),
-                group=False,
+                variable.value, lambda v, x: v.assign(x), args=(value,), group=False
             )
 
-    ctx.merge_call(cross_replica, args=([t[1] for t in triples], [t[2] for t in triples]))
+    ctx.merge_call(cross_replica, args=([p[1] for p in pairs],))
 
 
-def run_on_replicas(fn, args, variable):
-    """Runs `fn(*args)` eagerly on every replica of `variable`'s strategy.
+# --- replica collectives (AdaSum) --------------------------------------------
 
-    A tf.function around `strategy.run`: the replica functions then trace
-    into one graph and may all-reduce (e.g. an optimizer's apply).
+
+def replica_layout():
+    """`(replicas in sync, replicas on this worker)` of the current strategy."""
+    strategy = tf.distribute.get_strategy()
+    replicas = strategy.num_replicas_in_sync
+    try:
+        local = len(strategy.extended.worker_devices)
+    except (AttributeError, NotImplementedError, RuntimeError):
+        local = replicas
+    return replicas, max(1, min(local, replicas))
+
+
+def in_replica_context():
+    ctx = tf.distribute.get_replica_context()
+    return ctx is not None and tf.distribute.has_strategy()
+
+
+def all_gather_stacked(tensors):
+    """Each replica's copy of each tensor, stacked: `(replicas, *shape)`.
+
+    A public replica-context collective (`ReplicaContext.all_gather`), so the
+    same code runs on Mirrored, MultiWorkerMirrored and TPU strategies; all
+    replicas issue the same gathers in the same order.
     """
-    value = getattr(variable, "value", variable)
-    strategy = getattr(value, "_distribute_strategy", None) or tf.distribute.get_strategy()
-    with strategy.scope():
-        tf.function(lambda: strategy.run(fn, args=args))()
+    ctx = tf.distribute.get_replica_context()
+    n = ctx.num_replicas_in_sync
+    tensors = [tf.convert_to_tensor(t) for t in tensors]  # IndexedSlices -> dense
+    gathered = ctx.all_gather([t[tf.newaxis] for t in tensors], axis=0)
+    return [tf.reshape(g, [n, *t.shape]) for g, t in zip(gathered, tensors)]
 
 
-def static_value(x):
-    """The Python value of `x` when known without running a graph, else None."""
-    value = tf.get_static_value(x)
-    return None if value is None else int(value)
+_local_gradients_lock = threading.Lock()
+_local_gradients_users = {}
+
+
+@contextlib.contextmanager
+def local_gradients(optimizer):
+    """While tracing, `optimizer` (a Keras TF optimizer) applies the gradients
+    it is given without its SUM all-reduce (the caller combined them).
+
+    Keras' TF optimizers all-reduce inside `apply`
+    (`TFOptimizer._all_reduce_sum_gradients`, private, stable since Keras
+    3.5, exercised by the AdaSum tests); the attribute is set on this
+    instance only while some replica is inside. MirroredStrategy traces the
+    replicas in concurrent threads, hence the count under a lock.
+    """
+    if not hasattr(optimizer, "_all_reduce_sum_gradients"):
+        raise TypeError(
+            f"{type(optimizer).__name__} is not a Keras TensorFlow optimizer: its "
+            "gradient all-reduce cannot be replaced."
+        )
+    key = id(optimizer)
+    with _local_gradients_lock:
+        if _local_gradients_users.get(key, 0) == 0:
+            optimizer._all_reduce_sum_gradients = list
+        _local_gradients_users[key] = _local_gradients_users.get(key, 0) + 1
+    try:
+        yield
+    finally:
+        with _local_gradients_lock:
+            _local_gradients_users[key] -= 1
+            if _local_gradients_users[key] == 0:
+                del _local_gradients_users[key]
+                del optimizer._all_reduce_sum_gradients

@@ -51,3 +51,9 @@ def run_on_replicas(fn, args, variable):
 def static_value(x):
     """The Python value of a tensor known on the host (torch is eager)."""
     return int(x)
+
+
+def replica_layout():
+    """`(replicas in sync, replicas on this worker)`: Keras' fit on this
+    backend steps one program; AdaSum sees a single replica."""
+    return 1, 1

@@ -1,5 +1,8 @@
 """Pure math of keras_boost, in `keras.ops`, testable against NumPy."""
 
+from keras_boost.ops.adasum import adasum
+from keras_boost.ops.adasum import adasum_reduce
+from keras_boost.ops.adasum import adasum_tree
 from keras_boost.ops.centralize import centralize
 from keras_boost.ops.centralize import gc_applies
 from keras_boost.ops.loss_scale import all_finite

@@ -9,6 +9,7 @@ from keras_boost import config as config_lib
 from keras_boost.errors import NoEffectWarning
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.optimizers.accumulation import GradientAccumulation
+from keras_boost.optimizers.adasum import AdaSum
 from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.centralization import GradientCentralization
@@ -21,8 +22,10 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
     """Wraps `optimizer` in the wrappers a resolved config enables.
 
     Fixed order, innermost first: GradientCentralization, FreezeOptimizer,
-    GradientAccumulation, (AdaSum), DynamicLossScaleOptimizer (when
-    `loss_scale` is a `DynamicLossScale`). An algorithm that `optimizer`'s own
+    AdaSum, GradientAccumulation, DynamicLossScaleOptimizer (when
+    `loss_scale` is a `DynamicLossScale`). AdaSum sits inside accumulation,
+    so it combines each accumulated update once, and outside freezing and
+    centralization, which then act on the combined gradient. An algorithm that `optimizer`'s own
     chain already contains raises `ValueError` instead of acting twice.
     """
     config_lib.check_implemented(config)
@@ -32,6 +35,8 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
         wanted.append((GradientCentralization, "less_bn.gc_flag"))
     if flags["grad_freeze"]:
         wanted.append((FreezeOptimizer, "grad_freeze"))
+    if flags["adasum"]:
+        wanted.append((AdaSum, "adasum"))
     if flags["grad_accumulation"]:
         wanted.append((GradientAccumulation, "grad_accumulation"))
     if loss_scale is not None:
@@ -49,6 +54,14 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
         # Groups come from the model when BoostModel builds it (by layer
         # structure), else from the variable list at build time.
         optimizer = FreezeOptimizer(optimizer, schedule=dict(config["grad_freeze"]))
+    if flags["adasum"]:
+        optimizer = AdaSum(
+            optimizer,
+            reduce_on=config["adasum"]["reduce_on"],
+            hierarchical=config["adasum"]["hierarchical"],
+            device_number=config["common"]["device_number"],
+            gradient_split_groups=config["common"]["gradient_split_groups"],
+        )
     if flags["grad_accumulation"]:
         steps = config["grad_accumulation"]["grad_accumulation_step"]
         if steps > 1:

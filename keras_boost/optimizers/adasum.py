@@ -1,0 +1,257 @@
+"""`AdaSum`: combines the replicas' updates with the AdaSum rule.
+
+Data-parallel training sums (averages) the replicas' gradients. AdaSum
+(Maleki et al., MLSys 2021) combines them per variable with
+`keras_boost.ops.adasum` over a binary tree of replicas instead: orthogonal
+updates add, parallel ones average, so a large global batch keeps the
+progress of its parts. Level O2 switches it on.
+
+Under `tf.distribute` (MirroredStrategy, MultiWorkerMirroredStrategy,
+TPUStrategy) this wrapper takes over the gradient all-reduce of the wrapped
+optimizer, in replica context:
+
+1. each replica's input is its local mean gradient: Keras pre-scales every
+   loss by 1 / replicas, which is undone here, so identical replicas give
+   exactly the single-device update;
+2. the inputs are gathered from all replicas (`ReplicaContext.all_gather`,
+   fused into one collective per bucket of variables,
+   `gradient_split_groups`) and every replica reduces the same tree
+   locally, so the replicas stay identical;
+3. the wrapped optimizer applies the combined gradient without its own
+   all-reduce (`reduce_on="grad"`), or - `reduce_on="delta"`, Horovod's and
+   MindSpore's way for adaptive optimizers - every replica first takes its
+   own optimizer step on its local gradient, with its own optimizer state,
+   and the weight deltas of those steps are combined and applied.
+
+A step in which any replica's gradient is not finite is skipped on every
+replica (weights and optimizer state unchanged) and counted in
+`skipped_steps`; the finite flag is one scalar all-reduce.
+
+On one replica (no strategy, or Keras' JAX and torch `fit`, which step one
+program) AdaSum is the identity: the wrapper passes the gradients through
+and warns once.
+"""
+
+import math
+import warnings
+
+import keras
+from keras import ops
+
+from keras_boost import backend as kb_backend
+from keras_boost import config as config_lib
+from keras_boost.errors import NoEffectWarning
+from keras_boost.ops.adasum import adasum_tree
+from keras_boost.ops.adasum import group_mean
+from keras_boost.ops.loss_scale import all_finite
+from keras_boost.optimizers.base import OptimizerWrapper
+from keras_boost.optimizers.base import optimizer_chain
+
+REDUCE_ON = ("grad", "delta")
+
+
+def replica_plan(replicas, local_replicas, hierarchical=False, device_number=None):
+    """Checks an AdaSum layout; returns `(group_size, groups)`.
+
+    `groups` inputs enter the AdaSum tree, each the plain mean of
+    `group_size` consecutive replicas (1 unless `hierarchical`).
+    `device_number` is the number of replicas per node (MindSpore's name);
+    `None` takes this worker's replica count.
+    """
+    if device_number is None:
+        device_number = local_replicas
+    if device_number > replicas or replicas % device_number:
+        raise ValueError(
+            f"device_number={device_number} does not fit the strategy's {replicas} "
+            f"replica(s) ({local_replicas} on this worker): it must divide the replica "
+            "count; leave it unset ('auto') to take the replicas per worker."
+        )
+    group_size = device_number if hierarchical else 1
+    return group_size, replicas // group_size
+
+
+def _check_reduce_on(reduce_on):
+    if reduce_on not in REDUCE_ON:
+        raise ValueError(
+            f"reduce_on must be one of {list(REDUCE_ON)} ('grad': combine the gradients; "
+            f"'delta': combine the weight deltas of local steps), got {reduce_on!r}."
+        )
+    return reduce_on
+
+
+@keras.saving.register_keras_serializable(package="keras_boost")
+class AdaSum(OptimizerWrapper):
+    """Combines the per-replica updates with AdaSum instead of their mean.
+
+    Args:
+        optimizer: the `keras.optimizers.Optimizer` to wrap (plain Keras
+            optimizers and keras_boost wrappers alike).
+        reduce_on: `"grad"` (combine gradients; one optimizer state shared
+            by all replicas) or `"delta"` (each replica steps its own
+            optimizer state on its local gradient; the weight deltas are
+            combined, as Horovod and MindSpore do for Adam/LAMB).
+        hierarchical: `False`: AdaSum over all replicas. `True`: the plain
+            mean inside each node of `device_number` replicas, AdaSum across
+            nodes (MindSpore's layout).
+        device_number: replicas per node; `None` or `"auto"` takes the
+            replicas per worker of the strategy. It must divide the replica
+            count (checked when the optimizer is built).
+        gradient_split_groups: `None` (one fused collective for all
+            variables) or increasing split indices into the variable list,
+            e.g. `[40, 80]` gathers variables 0-39, 40-79 and 80+ in three
+            collectives.
+        name: optional name.
+
+    Example:
+
+    ```python
+    strategy = tf.distribute.MirroredStrategy()
+    with strategy.scope():
+        model = make_model()
+        model.compile(optimizer=boost.AdaSum(keras.optimizers.SGD(0.1)),
+                      loss="sparse_categorical_crossentropy")
+    model.fit(dataset, epochs=3)
+    ```
+    """
+
+    def __init__(
+        self, optimizer, reduce_on="grad", hierarchical=False, device_number=None,
+        gradient_split_groups=None, name=None, **kwargs,
+    ):
+        super().__init__(optimizer, name=name or "adasum", **kwargs)
+        self.reduce_on = _check_reduce_on(reduce_on)
+        if not isinstance(hierarchical, bool):
+            raise TypeError(f"hierarchical must be True or False, got {hierarchical!r}.")
+        self.hierarchical = hierarchical
+        if device_number is not None:
+            device_number = config_lib.check_value("common", "device_number", device_number)
+        self.device_number = None if device_number == "auto" else device_number
+        self.gradient_split_groups = config_lib.check_value(
+            "common", "gradient_split_groups", gradient_split_groups
+        )
+        self._warned_single_replica = False
+
+    # --- state -------------------------------------------------------------
+
+    def _build_own(self, var_list):
+        self.skipped_steps = self.add_variable(
+            shape=(), dtype="int32", initializer="zeros", name="skipped_steps"
+        )
+        n = len(var_list)
+        if self.gradient_split_groups and self.gradient_split_groups[-1] >= n:
+            raise ValueError(
+                f"gradient_split_groups={self.gradient_split_groups} splits a list of {n} "
+                f"variables: every split index must be below {n}."
+            )
+        self.layout()  # validates device_number against the strategy
+
+    def layout(self):
+        """`(replicas, group_size, groups)` under the current strategy."""
+        replicas, local = kb_backend.current().replica_layout()
+        group_size, groups = replica_plan(replicas, local, self.hierarchical, self.device_number)
+        return replicas, group_size, groups
+
+    def _innermost(self):
+        return optimizer_chain(self.inner_optimizer)[-1]
+
+    # --- the combine ---------------------------------------------------------
+
+    def _buckets(self, positions):
+        """Positions grouped by `gradient_split_groups` (one fused gather each)."""
+        edges = list(self.gradient_split_groups or [])
+        buckets = [[] for _ in range(len(edges) + 1)]
+        for p in positions:
+            buckets[sum(p >= e for e in edges)].append(p)
+        return [b for b in buckets if b]
+
+    def combine(self, tensors):
+        """AdaSum over replicas of each tensor (None passes); replica context."""
+        seam = kb_backend.current()
+        _, group_size, _ = self.layout()
+        out = list(tensors)
+        present = [i for i, t in enumerate(tensors) if t is not None]
+        for bucket in self._buckets(present):
+            flat = ops.concatenate(
+                [ops.reshape(ops.cast(tensors[i], "float32"), (-1,)) for i in bucket]
+            )
+            gathered = seam.all_gather_stacked([flat])[0]  # (replicas, total)
+            offset = 0
+            for i in bucket:
+                shape = tuple(tensors[i].shape)
+                size = math.prod(shape)
+                stacked = gathered[:, offset : offset + size]
+                offset += size
+                if group_size > 1:
+                    stacked = group_mean(stacked, group_size)
+                combined = adasum_tree(stacked)
+                out[i] = ops.cast(ops.reshape(combined, shape), tensors[i].dtype)
+        return out
+
+    # --- updates -------------------------------------------------------------
+
+    def _warn_single_replica(self):
+        if not self._warned_single_replica:
+            self._warned_single_replica = True
+            warnings.warn(
+                "AdaSum runs on a single replica here (no tf.distribute strategy with "
+                f"several replicas; backend {keras.backend.backend()!r}), where it is the "
+                "identity: the gradients are applied unchanged. It combines replicas "
+                "under MirroredStrategy, MultiWorkerMirroredStrategy or TPUStrategy on "
+                "the tensorflow backend.",
+                NoEffectWarning,
+                stacklevel=5,
+            )
+
+    def _apply(self, grads, trainable_variables):
+        if trainable_variables is None:
+            trainable_variables = self._trainable_variables
+        trainable_variables = list(trainable_variables)
+        seam = kb_backend.current()
+        replicas, _, _ = self.layout()
+        if replicas == 1 or not seam.in_replica_context():
+            self._warn_single_replica()
+            self.inner_optimizer.apply(grads, trainable_variables)
+            return
+        # Local mean gradients: undo Keras' 1 / replicas loss pre-scaling.
+        local = [None if g is None else g * ops.cast(replicas, g.dtype) for g in grads]
+        finite = seam.all_replicas(all_finite(local))
+        step = self._grad_step if self.reduce_on == "grad" else self._delta_step
+        seam.apply_if(finite, step, (local, trainable_variables))
+        self.skipped_steps.assign_add(1 - ops.cast(finite, "int32"))
+
+    def _grad_step(self, local, variables):
+        combined = self.combine(local)
+        with kb_backend.current().local_gradients(self._innermost()):
+            self.inner_optimizer.apply(combined, variables)
+
+    def _delta_step(self, local, variables):
+        seam = kb_backend.current()
+        # The replicas agree on the weights here; each steps its own copy.
+        starts = [ops.copy(v.value) for v in variables]
+        with seam.local_gradients(self._innermost()):
+            self.inner_optimizer.apply(local, variables)
+        deltas = [
+            None if g is None else v.value - s for g, v, s in zip(local, variables, starts)
+        ]
+        combined = self.combine(deltas)
+        seam.assign_each([
+            (v, s + c) for v, s, c in zip(variables, starts, combined) if c is not None
+        ])
+
+    def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
+        # JAX: Keras' fit steps one program (GSPMD under DataParallel), so
+        # there are no per-replica gradients to combine.
+        self._warn_single_replica()
+        return super()._stateless_apply(own_variables, inner_variables, grads, trainable)
+
+    # --- serialization -------------------------------------------------------
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            reduce_on=self.reduce_on,
+            hierarchical=self.hierarchical,
+            device_number=self.device_number,
+            gradient_split_groups=self.gradient_split_groups,
+        )
+        return config
