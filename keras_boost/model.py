@@ -29,6 +29,8 @@ from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
 from keras_boost.optimizers.accumulation import find_gradient_accumulation
+from keras_boost.optimizers.adasum import AdaSumStatus
+from keras_boost.optimizers.adasum import adasum_status
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
@@ -298,6 +300,33 @@ class BoostModel(keras.Model):
         return BoostOptimizer(
             optimizer.user_optimizer, self.boost_level, self.boost_config,
             loss_scale=self._boost_loss_scale,
+        )
+
+    def check_adasum_enable(self):
+        """Whether AdaSum combines the replicas' updates in this setting.
+
+        MindSpore's name. Returns an `AdaSumStatus`: truthy when AdaSum acts,
+        with a `reason` that says why not otherwise (AdaSum off in the
+        config, one replica, a `device_number` that does not fit the
+        strategy, a hierarchical layout with one node).
+
+        Example:
+
+        ```python
+        with tf.distribute.MirroredStrategy().scope():
+            model = boost.BoostModel(inputs, outputs, boost_level="O2")
+        status = model.check_adasum_enable()
+        print(bool(status), status.reason)
+        ```
+        """
+        config = self.boost_config
+        if not config["boost"]["adasum"]:
+            return AdaSumStatus(False, f"adasum is off in this model's config (level {self.boost_level!r})")
+        tf_backend = keras.backend.backend() == "tensorflow"
+        with self.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
+            replicas, local = kb_backend.current().replica_layout()
+        return adasum_status(
+            replicas, local, config["adasum"]["hierarchical"], config["common"]["device_number"]
         )
 
     def _boost_freeze_groups(self, freeze):

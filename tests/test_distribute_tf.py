@@ -219,3 +219,73 @@ def mirrored_freeze(tmp_path_factory):
     out = tmp_path_factory.mktemp("mirrored_freeze")
     _run_script("mirrored_freeze.py", out, timeout=240)
     return dict(np.load(out / "freeze.npz"))
+
+
+# --- MirroredStrategy, AdaSum --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def adasum_runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mirrored_adasum")
+    runs = {}
+    for n in (2, 3, 4, 8):
+        proc = subprocess.run(
+            [sys.executable, os.path.join(SCRIPTS, "mirrored_adasum.py"), str(out), str(n)],
+            env=_env(), capture_output=True, timeout=300,
+        )
+        assert proc.returncode == 0, (
+            f"mirrored_adasum.py {n} exited with {proc.returncode}\n{_tail(proc.stderr)}"
+        )
+        runs.update(dict(np.load(out / f"adasum{n}.npz")))
+    return runs
+
+
+def _matches_reference(runs, name, atol=1e-6):
+    np.testing.assert_allclose(runs[f"{name}_got"], runs[f"{name}_want"], rtol=1e-5, atol=atol)
+    assert float(runs[f"{name}_spread"]) == 0.0, f"{name}: replicas out of sync"
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_adasum_combines_local_mean_gradients_by_the_tree(adasum_runs, n):
+    # Different data per replica: the update is the NumPy tree over the
+    # replicas' local mean gradients, and clearly not their mean.
+    _matches_reference(adasum_runs, f"tree{n}")
+    assert int(adasum_runs[f"tree{n}_skipped"]) == 0
+    assert np.abs(adasum_runs[f"tree{n}_got"] - adasum_runs[f"tree{n}_mean"]).max() > 1e-3
+
+
+def test_adasum_delta_mode_combines_local_adam_steps(adasum_runs):
+    # Adam's step g / (|g| + eps) amplifies float32 rounding of tiny gradients.
+    _matches_reference(adasum_runs, "delta_adam", atol=1e-5)
+
+
+@pytest.mark.parametrize("mode", ["grad", "delta"])
+def test_adasum_identical_replicas_give_the_single_device_run(adasum_runs, mode):
+    _matches_reference(adasum_runs, f"identical_{mode}")
+
+
+def test_adasum_hierarchical_and_fused_buckets(adasum_runs):
+    _matches_reference(adasum_runs, "hierarchical")
+    _matches_reference(adasum_runs, "split")
+
+
+def test_adasum_skips_a_step_non_finite_on_one_replica(adasum_runs):
+    np.testing.assert_array_equal(adasum_runs["nonfinite_got"], adasum_runs["nonfinite_want"])
+    assert int(adasum_runs["nonfinite_skipped"]) == 1
+
+
+def test_o2_with_freezing_combines_the_trained_group(adasum_runs):
+    assert int(adasum_runs["o2_status"]) == 1  # check_adasum_enable()
+    assert len(set(adasum_runs["o2_freeze_depths"].tolist())) > 1  # several depths ran
+    _matches_reference(adasum_runs, "o2_freeze")
+
+
+def test_o2_with_accumulation_combines_once_per_update(adasum_runs):
+    _matches_reference(adasum_runs, "o2_accumulation")
+
+
+def test_o2_with_loss_scaling_skips_an_overflow_on_one_replica(adasum_runs):
+    np.testing.assert_array_equal(
+        adasum_runs["o2_loss_scale_overflow_got"], adasum_runs["o2_loss_scale_overflow_want"]
+    )
+    assert float(adasum_runs["o2_loss_scale"]) == 2.0**14

@@ -56,9 +56,9 @@ def replica_plan(replicas, local_replicas, hierarchical=False, device_number=Non
     `groups` inputs enter the AdaSum tree, each the plain mean of
     `group_size` consecutive replicas (1 unless `hierarchical`).
     `device_number` is the number of replicas per node (MindSpore's name);
-    `None` takes this worker's replica count.
+    `None` or `"auto"` takes this worker's replica count.
     """
-    if device_number is None:
+    if device_number in (None, "auto"):
         device_number = local_replicas
     if device_number > replicas or replicas % device_number:
         raise ValueError(
@@ -68,6 +68,44 @@ def replica_plan(replicas, local_replicas, hierarchical=False, device_number=Non
         )
     group_size = device_number if hierarchical else 1
     return group_size, replicas // group_size
+
+
+class AdaSumStatus:
+    """Whether AdaSum combines replicas here (truthy when it does), and why.
+
+    Returned by `BoostModel.check_adasum_enable()` and `AdaSum.status()`.
+    """
+
+    def __init__(self, enabled, reason):
+        self.enabled = bool(enabled)
+        self.reason = reason
+
+    def __bool__(self):
+        return self.enabled
+
+    def __repr__(self):
+        return f"AdaSumStatus(enabled={self.enabled}, reason={self.reason!r})"
+
+
+def adasum_status(replicas, local_replicas, hierarchical=False, device_number=None):
+    """The `AdaSumStatus` of a replica layout (see `replica_plan`)."""
+    if replicas == 1:
+        return AdaSumStatus(False, (
+            "one replica: AdaSum is the identity (it combines replicas under a "
+            "tf.distribute strategy with several replicas on the tensorflow backend; "
+            f"backend here: {keras.backend.backend()!r})"
+        ))
+    try:
+        group_size, groups = replica_plan(replicas, local_replicas, hierarchical, device_number)
+    except ValueError as error:
+        return AdaSumStatus(False, str(error))
+    if groups == 1:
+        return AdaSumStatus(False, (
+            f"hierarchical with device_number={group_size} puts all {replicas} replicas in "
+            "one node: the update is their plain mean, AdaSum has nothing to combine"
+        ))
+    inputs = f"{groups} node means of {group_size} replicas" if group_size > 1 else f"{groups} replicas"
+    return AdaSumStatus(True, f"AdaSum over {inputs}")
 
 
 def _check_reduce_on(reduce_on):
@@ -143,7 +181,14 @@ class AdaSum(OptimizerWrapper):
                 f"gradient_split_groups={self.gradient_split_groups} splits a list of {n} "
                 f"variables: every split index must be below {n}."
             )
-        self.layout()  # validates device_number against the strategy
+        replicas, _, groups = self.layout()  # validates device_number
+        if replicas > 1 and groups == 1:
+            warnings.warn(f"AdaSum {self.name!r}: {self.status().reason}.", NoEffectWarning, stacklevel=5)
+
+    def status(self):
+        """The `AdaSumStatus` under the current strategy."""
+        replicas, local = kb_backend.current().replica_layout()
+        return adasum_status(replicas, local, self.hierarchical, self.device_number)
 
     def layout(self):
         """`(replicas, group_size, groups)` under the current strategy."""
