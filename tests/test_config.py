@@ -35,7 +35,10 @@ def test_resolved_config_is_complete_with_mindspore_defaults():
         "seed": None, "adaptive_depths": True,
     }
     assert resolved["less_bn"] == {"fn_flag": True, "gc_flag": True}
-    assert resolved["common"] == {"gradient_split_groups": None, "device_number": 8}
+    # device_number: "auto" (the strategy's replicas per worker), not
+    # MindSpore's hard-coded Ascend server of 8, which disables AdaSum below 16.
+    assert resolved["common"] == {"gradient_split_groups": None, "device_number": "auto"}
+    assert resolved["adasum"] == {"reduce_on": "grad", "hierarchical": False}
     assert resolved["grad_accumulation"] == {"grad_accumulation_step": 1}
     assert resolved["dim_reduce"]["n_components"] == 32
     assert resolved["dim_reduce"]["timeout"] == 1800
@@ -114,6 +117,8 @@ def test_unknown_key_suggests_closest(section, key, suggestion):
         ("less_bn", "fn_flag", 1, TypeError, "fn_flag must be a bool"),
         ("boost", "adasum", "yes", TypeError, "adasum must be a bool"),
         ("common", "device_number", 0, ValueError, "device_number must be >= 1"),
+        ("common", "device_number", "all", TypeError, "device_number must be 'auto' or an int"),
+        ("adasum", "reduce_on", "weights", ValueError, "reduce_on must be one of"),
         ("common", "gradient_split_groups", 50, TypeError, "gradient_split_groups must be None or a list"),
         ("common", "gradient_split_groups", [100, 50], ValueError, "strictly increasing"),
     ],

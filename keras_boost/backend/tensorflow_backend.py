@@ -193,3 +193,21 @@ def local_gradients(optimizer):
             if _local_gradients_users[key] == 0:
                 del _local_gradients_users[key]
                 del optimizer._all_reduce_sum_gradients
+
+
+def run_on_replicas(fn, args, variable):
+    """Runs `fn(*args)` eagerly on every replica of `variable`'s strategy.
+
+    A tf.function around `strategy.run`: the replica functions then trace
+    into one graph and may all-reduce (e.g. an optimizer's apply).
+    """
+    value = getattr(variable, "value", variable)
+    strategy = getattr(value, "_distribute_strategy", None) or tf.distribute.get_strategy()
+    with strategy.scope():
+        tf.function(lambda: strategy.run(fn, args=args))()
+
+
+def static_value(x):
+    """The Python value of `x` when known without running a graph, else None."""
+    value = tf.get_static_value(x)
+    return None if value is None else int(value)
