@@ -140,15 +140,16 @@ def test_mirrored_stock_loss_scale_optimizer_control(mirrored):
 # --- MultiWorkerMirroredStrategy, 2 processes on loopback -------------------
 
 
-def test_multi_worker_fit_two_processes(tmp_path):
-    ports = _free_ports(2)
+def _run_workers(script, n, out_dir, timeout=240):
+    """Runs `script` as the n workers of a loopback cluster; returns their npz."""
+    ports = _free_ports(n)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
-    for index in range(2):
+    for index in range(n):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         procs.append(
             subprocess.Popen(
-                [sys.executable, os.path.join(SCRIPTS, "mwms_worker.py"), str(tmp_path)],
+                [sys.executable, os.path.join(SCRIPTS, script), str(out_dir)],
                 env=_env(TF_CONFIG=tf_config),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -157,7 +158,7 @@ def test_multi_worker_fit_two_processes(tmp_path):
     outputs = []
     try:
         for proc in procs:
-            outputs.append(proc.communicate(timeout=240))
+            outputs.append(proc.communicate(timeout=timeout))
     except subprocess.TimeoutExpired:
         for proc in procs:
             proc.kill()
@@ -173,9 +174,11 @@ def test_multi_worker_fit_two_processes(tmp_path):
             f"worker {i} exited with {proc.returncode}\n--- stdout ---\n{_tail(out)}"
             f"\n--- stderr ---\n{_tail(err)}"
         )
+    return [dict(np.load(out_dir / f"worker{i}.npz")) for i in range(n)]
 
-    w0 = dict(np.load(tmp_path / "worker0.npz"))
-    w1 = dict(np.load(tmp_path / "worker1.npz"))
+
+def test_multi_worker_fit_two_processes(tmp_path):
+    w0, w1 = _run_workers("mwms_worker.py", 2, tmp_path)
     assert sorted(w0) == sorted(w1)
     for key in w0:
         assert np.array_equal(w0[key], w1[key]), f"workers differ on {key}"
@@ -289,3 +292,21 @@ def test_o2_with_loss_scaling_skips_an_overflow_on_one_replica(adasum_runs):
         adasum_runs["o2_loss_scale_overflow_got"], adasum_runs["o2_loss_scale_overflow_want"]
     )
     assert float(adasum_runs["o2_loss_scale"]) == 2.0**14
+
+
+@pytest.mark.parametrize("workers", [2, 4])
+def test_multi_worker_adasum_stays_in_sync(tmp_path, workers):
+    results = _run_workers("mwms_adasum_worker.py", workers, tmp_path, timeout=300)
+    first = results[0]
+    for other in results[1:]:
+        assert sorted(other) == sorted(first)
+        for key in first:
+            assert np.array_equal(first[key], other[key]), f"workers differ on {key}"
+    assert int(first["adasum_status"]) == 1
+    finals = sorted(k[len("same_final_"):] for k in first if k.startswith("same_final_"))
+    for i in finals:
+        # Identical local gradients: AdaSum gives the mean all-reduce's run.
+        np.testing.assert_allclose(first[f"same_final_{i}"], first[f"same_mean_final_{i}"], rtol=1e-5, atol=1e-6)
+    # Different data: AdaSum acted (not the mean all-reduce), and it trains.
+    assert max(np.abs(first[f"adasum_final_{i}"] - first[f"mean_final_{i}"]).max() for i in finals) > 1e-4
+    assert first["adasum_loss"][-1] < first["adasum_loss"][0]

@@ -14,8 +14,10 @@ at each precision (`float32`, `mixed_bfloat16`), for N seeds. Each run
 records test accuracy after every epoch against training wall time
 (evaluation excluded, compilation included), the steady steps/s, the time
 to the target accuracy and the final accuracy. A variant that cannot run
-(an algorithm not implemented yet, AdaSum on one replica) is recorded as
-skipped with the reason, never silently dropped.
+(an algorithm not implemented yet) is recorded as skipped with the reason,
+never silently dropped; AdaSum variants run (on one replica AdaSum is the
+identity, which their record notes; `keras_boost.bench.adasum` measures it
+on N replicas).
 
 Runs are interleaved (`interleaved_jobs`): seed-major, every (precision,
 variant) of a seed in turn, in reverse order on every other seed, so that
@@ -346,7 +348,8 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
             except NotImplementedError as error:
                 return {**record, "skipped": str(error)}
             if variant == "adasum" or (level == "O2"):
-                record["note"] = "one replica: AdaSum has nothing to combine"
+                record["note"] = ("one replica: AdaSum is the identity here; "
+                                  "python -m keras_boost.bench.adasum measures it on N replicas")
         model.compile(optimizer=optimizer, loss=LOSS)
         clock = AccuracyClock(x_test, y_test)
         keras.utils.set_random_seed(seed)  # same shuffling for every variant

@@ -1,0 +1,203 @@
+"""AdaSum against Keras' mean all-reduce on N replicas (TensorFlow backend).
+
+Splits this machine's CPU into `--replicas` logical devices under
+`MirroredStrategy` and trains the quickstart residual CNN at a large global
+batch (replicas x `--per-replica-batch`), twice per seed: SGD with momentum
+and the same cosine schedule, with the gradients combined by
+
+- `mean`: Keras' own all-reduce (the mean of the replicas' gradients);
+- `adasum`: `boost.AdaSum(optimizer)` (the AdaSum tree over the replicas).
+
+Measured, in one process:
+
+(a) step time: after a warm-up fit of each, `--repeats` interleaved timed
+    epochs of `--timing-steps` steps per mode, alternating which goes first;
+    the per-repeat ratio adasum / mean, median and min-max;
+(b) epochs to the target accuracy (`--target`, the quickstart's 0.93): each
+    run trains up to `--max-epochs` epochs (the schedule spans them all),
+    evaluated after every epoch, and stops at the first epoch that reaches
+    the target; per seed and mode, the order alternating between seeds.
+
+Logical CPUs share the machine's cores: the step-time ratio is the cost of
+the combine relative to compute on this machine, not a network measurement.
+
+Example:
+
+```shell
+python -m keras_boost.bench.adasum --replicas 8 --seeds 2 --output adasum.json
+```
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.adasum", description=__doc__.split("\n")[0])
+    parser.add_argument("--replicas", type=int, default=8)
+    parser.add_argument("--per-replica-batch", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--max-epochs", type=int, default=20)
+    parser.add_argument("--target", type=float, default=0.93)
+    parser.add_argument("--timing-steps", type=int, default=6)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--output", default="bench_results/adasum_tensorflow.json")
+    args = parser.parse_args(argv)
+    for name in ("replicas", "per_replica_batch", "seeds", "max_epochs", "timing_steps", "repeats"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    return args
+
+
+def _configure_devices(replicas):
+    """Logical CPUs; must run before TensorFlow initializes its devices."""
+    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
+    if os.environ["KERAS_BACKEND"] != "tensorflow":
+        raise SystemExit("The AdaSum benchmark needs KERAS_BACKEND=tensorflow (tf.distribute).")
+    import tensorflow as tf
+
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
+    return tf.distribute.MirroredStrategy([f"/CPU:{i}" for i in range(replicas)])
+
+
+class _EpochTimer:
+    def __init__(self, keras):
+        class Timer(keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.start = time.perf_counter()
+
+            def on_epoch_end(self, epoch, logs=None):
+                self.seconds = time.perf_counter() - self.start
+
+        self.callback = Timer()
+
+
+def run(argv=None):
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    strategy = _configure_devices(args.replicas)
+    import keras
+    import numpy as np
+    import tensorflow as tf
+
+    import keras_boost as boost
+    from keras_boost.bench.machine import cpu_model
+    from keras_boost.bench.workloads import mnist_data
+    from keras_boost.bench.workloads import residual_cnn
+
+    (x, y), (x_test, y_test) = mnist_data()
+    global_batch = args.replicas * args.per_replica_batch
+    steps_per_epoch = len(x) // global_batch
+    if steps_per_epoch < 1:
+        raise SystemExit(f"The global batch {global_batch} is larger than the {len(x)} training images.")
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+
+    def dataset(seed):
+        ds = tf.data.Dataset.from_tensor_slices((x, y)).shuffle(len(x), seed=seed)
+        return ds.batch(global_batch, drop_remainder=True).repeat()
+
+    def build(mode, seed, total_steps):
+        with strategy.scope():
+            model = residual_cnn(seed=seed)
+            schedule = keras.optimizers.schedules.CosineDecay(args.learning_rate, total_steps)
+            optimizer = keras.optimizers.SGD(schedule, momentum=0.9)
+            if mode == "adasum":
+                optimizer = boost.AdaSum(optimizer)
+            model.compile(optimizer=optimizer, loss=loss, metrics=["accuracy"])
+        return model
+
+    modes = ("mean", "adasum")
+    result = {
+        "benchmark": "adasum",
+        "environment": {
+            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+            "tensorflow": tf.__version__, "keras": keras.__version__, "keras_boost": boost.__version__,
+        },
+        "settings": {**vars(args), "global_batch": global_batch, "steps_per_epoch": steps_per_epoch},
+    }
+
+    # (a) step time, interleaved.
+    timer = _EpochTimer(keras).callback
+    models = {m: build(m, 0, 1000) for m in modes}
+    for model in models.values():  # warm-up: tracing and the first steps
+        model.fit(dataset(0), steps_per_epoch=2, epochs=1, verbose=0)
+    times = {m: [] for m in modes}
+    for r in range(args.repeats):
+        for mode in modes if r % 2 == 0 else modes[::-1]:
+            models[mode].fit(dataset(r), steps_per_epoch=args.timing_steps, epochs=1, verbose=0, callbacks=[timer])
+            times[mode].append(timer.seconds / args.timing_steps)
+        print(f"timing repeat {r + 1}/{args.repeats}: "
+              + ", ".join(f"{m} {times[m][-1] * 1000:.0f} ms/step" for m in modes), flush=True)
+    ratios = [a / m for a, m in zip(times["adasum"], times["mean"])]
+    result["step_time"] = {
+        "seconds_per_step": times,
+        "ratio_adasum_over_mean": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
+                                   "per_repeat": ratios},
+    }
+
+    # (b) epochs to the target accuracy.
+    total_steps = args.max_epochs * steps_per_epoch
+    runs = []
+    for seed in range(args.seeds):
+        for mode in modes if seed % 2 == 0 else modes[::-1]:
+            model = build(mode, seed, total_steps)
+            data = iter(dataset(seed))
+            curve, reached, start = [], None, time.perf_counter()
+            for epoch in range(1, args.max_epochs + 1):
+                model.fit(data, steps_per_epoch=steps_per_epoch, epochs=1, verbose=0)
+                logits = model.predict(x_test, batch_size=500, verbose=0)
+                accuracy = float(np.mean(np.argmax(logits, -1) == y_test))
+                curve.append(accuracy)
+                if accuracy >= args.target - 1e-9:
+                    reached = epoch
+                    break
+            runs.append({"mode": mode, "seed": seed, "epochs_to_target": reached, "accuracy_curve": curve,
+                         "seconds": time.perf_counter() - start})
+            print(f"seed {seed} {mode}: {'epoch ' + str(reached) if reached else 'not reached'} "
+                  f"(accuracy {curve[-1]:.3f} after {len(curve)} epochs)", flush=True)
+    result["runs"] = runs
+    ratios = []
+    for seed in range(args.seeds):
+        by_mode = {r["mode"]: r["epochs_to_target"] for r in runs if r["seed"] == seed}
+        if by_mode["adasum"] and by_mode["mean"]:
+            ratios.append(by_mode["adasum"] / by_mode["mean"])
+    result["epochs_ratio_adasum_over_mean"] = ratios
+    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
+    with open(args.output, "w") as f:
+        json.dump(result, f, indent=2)
+    print(markdown(result))
+    print(f"Wrote {args.output}")
+    return result
+
+
+def markdown(result):
+    """The result as a short Markdown report."""
+    s = result["settings"]
+    ratio = result["step_time"]["ratio_adasum_over_mean"]
+    env = result["environment"]
+    lines = [
+        f"AdaSum vs mean all-reduce: {s['replicas']} replicas x {s['per_replica_batch']} "
+        f"(global batch {s['global_batch']}), {env['cpu_model']} ({env['cpu_count']} cores), {env['date']}",
+        "",
+        f"Step time adasum / mean: median {ratio['median']:.3f} [{ratio['min']:.3f}, {ratio['max']:.3f}] "
+        f"over {len(ratio['per_repeat'])} interleaved repeats",
+        "",
+        "| seed | mode | epochs to target | final accuracy | seconds |",
+        "|---|---|---|---|---|",
+    ]
+    for r in result["runs"]:
+        reached = r["epochs_to_target"] or f"> {len(r['accuracy_curve'])}"
+        lines.append(f"| {r['seed']} | {r['mode']} | {reached} | {r['accuracy_curve'][-1]:.3f} | {r['seconds']:.0f} |")
+    if result["epochs_ratio_adasum_over_mean"]:
+        lines += ["", "Epochs ratio adasum / mean per seed: "
+                  + ", ".join(f"{x:.2f}" for x in result["epochs_ratio_adasum_over_mean"])]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    run()
