@@ -140,7 +140,7 @@ def test_mirrored_stock_loss_scale_optimizer_control(mirrored):
 # --- MultiWorkerMirroredStrategy, 2 processes on loopback -------------------
 
 
-def _run_workers(script, n, out_dir, timeout=240):
+def _run_workers(script, n, out_dir, timeout=240, args=(), expect_rc=0, outputs_name="worker{}.npz"):
     """Runs `script` as the n workers of a loopback cluster; returns their npz."""
     ports = _free_ports(n)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
@@ -149,7 +149,7 @@ def _run_workers(script, n, out_dir, timeout=240):
         tf_config = json.dumps({"cluster": cluster, "task": {"type": "worker", "index": index}})
         procs.append(
             subprocess.Popen(
-                [sys.executable, os.path.join(SCRIPTS, script), str(out_dir)],
+                [sys.executable, os.path.join(SCRIPTS, script), str(out_dir), *args],
                 env=_env(TF_CONFIG=tf_config),
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
@@ -170,11 +170,13 @@ def _run_workers(script, n, out_dir, timeout=240):
             )
         )
     for i, (proc, (out, err)) in enumerate(zip(procs, outputs)):
-        assert proc.returncode == 0, (
-            f"worker {i} exited with {proc.returncode}\n--- stdout ---\n{_tail(out)}"
-            f"\n--- stderr ---\n{_tail(err)}"
+        assert proc.returncode == expect_rc, (
+            f"worker {i} exited with {proc.returncode}, expected {expect_rc}\n--- stdout ---\n"
+            f"{_tail(out)}\n--- stderr ---\n{_tail(err)}"
         )
-    return [dict(np.load(out_dir / f"worker{i}.npz")) for i in range(n)]
+    if expect_rc != 0:
+        return None
+    return [dict(np.load(out_dir / outputs_name.format(i))) for i in range(n)]
 
 
 def test_multi_worker_fit_two_processes(tmp_path):
@@ -310,3 +312,17 @@ def test_multi_worker_adasum_stays_in_sync(tmp_path, workers):
     # Different data: AdaSum acted (not the mean all-reduce), and it trains.
     assert max(np.abs(first[f"adasum_final_{i}"] - first[f"mean_final_{i}"]).max() for i in finals) > 1e-4
     assert first["adasum_loss"][-1] < first["adasum_loss"][0]
+
+
+def test_multi_worker_o2_resumes_after_preemption_with_backup_and_restore(tmp_path):
+    script = "mwms_restore_worker.py"
+    full = _run_workers(script, 2, tmp_path, args=("full",), outputs_name="full_worker{}.npz")
+    # Every worker exits right after the epoch-2 backup, as a preempted job does.
+    _run_workers(script, 2, tmp_path, args=("interrupted",), expect_rc=17)
+    resumed = _run_workers(script, 2, tmp_path, args=("resume",), outputs_name="resume_worker{}.npz")
+    assert full[0]["epochs_run"].tolist() == [0, 1, 2, 3]
+    for worker in resumed:
+        assert worker["epochs_run"].tolist() == [2, 3]  # restored, not restarted
+        for key in (k for k in worker if k.startswith("final_")):
+            np.testing.assert_allclose(worker[key], full[0][key], rtol=1e-5, atol=1e-6)
+            assert np.array_equal(worker[key], resumed[0][key])

@@ -3,6 +3,7 @@
 from keras_boost.optimizers.accumulation import FlushGradientAccumulation
 from keras_boost.optimizers.accumulation import GradientAccumulation
 from keras_boost.optimizers.adasum import AdaSum
+from keras_boost.optimizers.adasum import AdaSumStatus
 from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.base import optimizer_chain
