@@ -3,6 +3,9 @@
 import copy
 import json
 import math
+import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -300,3 +303,26 @@ def test_workload_and_schedule_validation():
     assert harness.schedule_steps(workload, 8, 100, 0.8) == (800, 80)  # warmup rescaled too
     with pytest.raises(ValueError, match="seeds must be an int >= 1, got 0"):
         harness.run_benchmark(workload, ["baseline"], ["float32"], seeds=0, progress=False)
+
+
+@pytest.mark.slow
+def test_adasum_benchmark_runs_and_reports(tmp_path):
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("the AdaSum benchmark runs on tf.distribute")
+
+    out = tmp_path / "adasum.json"
+    env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+    proc = subprocess.run(
+        [sys.executable, "-m", "keras_boost.bench.adasum", "--replicas", "2", "--per-replica-batch", "32",
+         "--seeds", "1", "--max-epochs", "1", "--repeats", "2", "--timing-steps", "1", "--target", "0.0",
+         "--output", str(out)],
+        env=env, capture_output=True, text=True, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    result = json.loads(out.read_text())
+    ratio = result["step_time"]["ratio_adasum_over_mean"]
+    assert len(ratio["per_repeat"]) == 2 and ratio["min"] <= ratio["median"] <= ratio["max"]
+    assert [r["mode"] for r in result["runs"]] == ["mean", "adasum"]
+    assert all(r["epochs_to_target"] == 1 for r in result["runs"])  # target 0: the first epoch
+    assert result["epochs_ratio_adasum_over_mean"] == [1.0]
+    assert "Step time adasum / mean" in proc.stdout

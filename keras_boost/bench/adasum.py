@@ -35,6 +35,11 @@ import statistics
 import sys
 import time
 
+# Importing keras does not initialize TensorFlow's devices, so the logical
+# CPUs can still be configured in `run`.
+import keras
+import numpy as np
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.adasum", description=__doc__.split("\n")[0])
@@ -56,9 +61,11 @@ def parse_args(argv):
 
 def _configure_devices(replicas):
     """Logical CPUs; must run before TensorFlow initializes its devices."""
-    os.environ.setdefault("KERAS_BACKEND", "tensorflow")
-    if os.environ["KERAS_BACKEND"] != "tensorflow":
-        raise SystemExit("The AdaSum benchmark needs KERAS_BACKEND=tensorflow (tf.distribute).")
+    if keras.backend.backend() != "tensorflow":
+        raise SystemExit(
+            "The AdaSum benchmark needs KERAS_BACKEND=tensorflow (tf.distribute), "
+            f"got {keras.backend.backend()!r}."
+        )
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -66,41 +73,35 @@ def _configure_devices(replicas):
     return tf.distribute.MirroredStrategy([f"/CPU:{i}" for i in range(replicas)])
 
 
-class _EpochTimer:
-    def __init__(self, keras):
-        class Timer(keras.callbacks.Callback):
-            def on_epoch_begin(self, epoch, logs=None):
-                self.start = time.perf_counter()
+class _EpochTimer(keras.callbacks.Callback):
+    """Wall time of the last epoch (`fit`'s setup and teardown left out)."""
 
-            def on_epoch_end(self, epoch, logs=None):
-                self.seconds = time.perf_counter() - self.start
+    def on_epoch_begin(self, epoch, logs=None):
+        self.start = time.perf_counter()
 
-        self.callback = Timer()
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds = time.perf_counter() - self.start
 
 
-class _TargetClock:
+class _TargetClock(keras.callbacks.Callback):
     """Test accuracy after every epoch; stops `fit` at the target."""
 
-    def __init__(self, keras, x_test, y_test, target):
-        import numpy as np
+    def __init__(self, x_test, y_test, target):
+        super().__init__()
+        self.x_test, self.y_test, self.target = x_test, y_test, target
+        self.curve, self.reached = [], None
 
-        class Clock(keras.callbacks.Callback):
-            curve, reached = [], None
-
-            def on_epoch_end(self, epoch, logs=None):
-                logits = self.model.predict(x_test, batch_size=500, verbose=0)
-                self.curve = self.curve + [float(np.mean(np.argmax(logits, -1) == y_test))]
-                if self.curve[-1] >= target - 1e-9:
-                    self.reached = epoch + 1
-                    self.model.stop_training = True
-
-        self.callback = Clock()
+    def on_epoch_end(self, epoch, logs=None):
+        logits = self.model.predict(self.x_test, batch_size=500, verbose=0)
+        self.curve.append(float(np.mean(np.argmax(logits, -1) == self.y_test)))
+        if self.curve[-1] >= self.target - 1e-9:
+            self.reached = epoch + 1
+            self.model.stop_training = True
 
 
 def run(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     strategy = _configure_devices(args.replicas)
-    import keras
     import tensorflow as tf
 
     import keras_boost as boost
@@ -140,7 +141,7 @@ def run(argv=None):
     }
 
     # (a) step time, interleaved.
-    timer = _EpochTimer(keras).callback
+    timer = _EpochTimer()
     models = {m: build(m, 0, 1000) for m in modes}
     for model in models.values():  # warm-up: tracing and the first steps
         model.fit(dataset(0), steps_per_epoch=2, epochs=1, verbose=0)
@@ -164,7 +165,7 @@ def run(argv=None):
     for seed in range(args.seeds):
         for mode in modes if seed % 2 == 0 else modes[::-1]:
             model = build(mode, seed, total_steps)
-            clock = _TargetClock(keras, x_test, y_test, args.target).callback
+            clock = _TargetClock(x_test, y_test, args.target)
             start = time.perf_counter()
             model.fit(dataset(seed), steps_per_epoch=steps_per_epoch, epochs=args.max_epochs,
                       verbose=0, callbacks=[clock])
