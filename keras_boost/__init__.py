@@ -6,6 +6,7 @@ model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1), "O0"), loss=...)
 ```
 """
 
+from keras_boost import callbacks
 from keras_boost import config
 from keras_boost import datasets
 from keras_boost import layers
