@@ -19,6 +19,9 @@ from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.surgery import LessBN
 from keras_boost.model import BoostModel
+from keras_boost.optimizers import LARS
+from keras_boost.optimizers import AdaBelief
+from keras_boost.optimizers import AdaBound
 from keras_boost.optimizers import AdaSum
 from keras_boost.optimizers import BoostOptimizer
 from keras_boost.optimizers import DynamicLossScaleOptimizer
@@ -32,6 +35,6 @@ from keras_boost.version import __version__
 from keras_boost import saving as _saving
 
 _saving.register_plain_names([
-    AdaSum, BoostModel, BoostOptimizer, DynamicLossScaleOptimizer, FreezeOptimizer,
+    AdaBelief, AdaBound, AdaSum, BoostModel, BoostOptimizer, LARS, DynamicLossScaleOptimizer, FreezeOptimizer,
     GradientAccumulation, GradientCentralization, layers.NormalizedDense,
 ])

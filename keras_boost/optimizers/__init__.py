@@ -2,6 +2,9 @@
 
 from keras_boost.optimizers.accumulation import FlushGradientAccumulation
 from keras_boost.optimizers.accumulation import GradientAccumulation
+from keras_boost.optimizers.adaptive import LARS
+from keras_boost.optimizers.adaptive import AdaBelief
+from keras_boost.optimizers.adaptive import AdaBound
 from keras_boost.optimizers.adasum import AdaSum
 from keras_boost.optimizers.adasum import AdaSumStatus
 from keras_boost.optimizers.base import OptimizerWrapper
