@@ -11,7 +11,9 @@ from keras_boost import config
 from keras_boost import datasets
 from keras_boost import layers
 from keras_boost import ops
+from keras_boost import schedules
 from keras_boost import surgery
+from keras_boost import tune
 from keras_boost.auto_boost import AutoBoost
 from keras_boost.auto_boost import wrap
 from keras_boost.errors import NoEffectWarning
@@ -36,5 +38,5 @@ from keras_boost import saving as _saving
 
 _saving.register_plain_names([
     AdaBelief, AdaBound, AdaSum, BoostModel, BoostOptimizer, LARS, DynamicLossScaleOptimizer, FreezeOptimizer,
-    GradientAccumulation, GradientCentralization, layers.NormalizedDense,
+    GradientAccumulation, GradientCentralization, layers.NormalizedDense, schedules.OneCycle,
 ])
