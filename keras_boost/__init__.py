@@ -26,6 +26,7 @@ from keras_boost.optimizers import AdaBelief
 from keras_boost.optimizers import AdaBound
 from keras_boost.optimizers import AdaSum
 from keras_boost.optimizers import BoostOptimizer
+from keras_boost.optimizers import DimReduce
 from keras_boost.optimizers import DynamicLossScaleOptimizer
 from keras_boost.optimizers import GradientCentralization
 from keras_boost.optimizers import FlushGradientAccumulation
@@ -37,6 +38,6 @@ from keras_boost.version import __version__
 from keras_boost import saving as _saving
 
 _saving.register_plain_names([
-    AdaBelief, AdaBound, AdaSum, BoostModel, BoostOptimizer, LARS, DynamicLossScaleOptimizer, FreezeOptimizer,
+    AdaBelief, AdaBound, AdaSum, BoostModel, BoostOptimizer, LARS, DimReduce, DynamicLossScaleOptimizer, FreezeOptimizer,
     GradientAccumulation, GradientCentralization, layers.NormalizedDense, schedules.OneCycle,
 ])

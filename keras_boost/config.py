@@ -198,6 +198,8 @@ SCHEMA = {
         "pca_mat_path": (None, _optional_path),
         "weight_load_dir": (None, _optional_path),
         "timeout": (1800, _real(0.0, math.inf)),
+        # Extension: line-search trials (MindSpore hard-codes 2).
+        "max_line_search": (2, _int(1)),
     },
 }
 
@@ -346,7 +348,7 @@ def enabled_algorithms(config):
 
 # Algorithms that exist in this version. An enabled algorithm outside this set
 # raises NotImplementedError where it is requested, never a silent no-op.
-IMPLEMENTED = frozenset({"adasum", "grad_accumulation", "grad_freeze", "less_bn"})
+IMPLEMENTED = frozenset({"adasum", "dim_reduce", "grad_accumulation", "grad_freeze", "less_bn"})
 
 
 def check_implemented(config):

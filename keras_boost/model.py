@@ -13,6 +13,7 @@ Keras' own: gradients, then `optimizer.apply`, no extra work.
 """
 
 import contextlib
+import os
 import time
 import warnings
 
@@ -29,11 +30,14 @@ from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
 from keras_boost.optimizers.accumulation import find_gradient_accumulation
-from keras_boost.optimizers.adasum import AdaSumStatus
+from keras_boost.optimizers.adasum import AlgorithmStatus
 from keras_boost.optimizers.adasum import adasum_status
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
+from keras_boost.optimizers.dim_reduce import DimReduce
+from keras_boost.ops.dim_reduce import flatten
+from keras_boost.ops.dim_reduce import unflatten
 from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
 from keras_boost.optimizers.freeze import DEFAULT_TABLE_STEPS
 from keras_boost.optimizers.freeze import FreezeOptimizer
@@ -230,6 +234,14 @@ class BoostModel(keras.Model):
                 f"steps_per_execution=1, got steps_per_execution={steps!r}. Compile with "
                 "steps_per_execution=1 or switch grad_freeze off."
             )
+        tf_backend = keras.backend.backend() == "tensorflow"
+        if find_in_chain(optimizer, DimReduce) is not None and tf_backend and (
+            self.distribute_strategy.num_replicas_in_sync > 1
+        ):
+            raise ValueError(
+                "DimReduce runs on one replica in this version (its line search would need the "
+                "loss averaged over replicas); compile outside the tf.distribute strategy."
+            )
         if self._boost_loss_scale is not None:
             # The chain scales the loss; Keras must not add a LossScaleOptimizer.
             kwargs["auto_scale_loss"] = False
@@ -305,7 +317,7 @@ class BoostModel(keras.Model):
     def check_adasum_enable(self):
         """Whether AdaSum combines the replicas' updates in this setting.
 
-        MindSpore's name. Returns an `AdaSumStatus`: truthy when AdaSum acts,
+        MindSpore's name. Returns an `AlgorithmStatus`: truthy when AdaSum acts,
         with a `reason` that says why not otherwise (AdaSum off in the
         config, one replica, a `device_number` that does not fit the
         strategy, a hierarchical layout with one node).
@@ -321,7 +333,7 @@ class BoostModel(keras.Model):
         """
         config = self.boost_config
         if not config["boost"]["adasum"]:
-            return AdaSumStatus(False, f"adasum is off in this model's config (level {self.boost_level!r})")
+            return AlgorithmStatus(False, f"adasum is off in this model's config (level {self.boost_level!r})")
         tf_backend = keras.backend.backend() == "tensorflow"
         with self.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
             replicas, local = kb_backend.current().replica_layout()
@@ -455,6 +467,9 @@ class BoostModel(keras.Model):
             return self._boost_stateful_train_step(seam, *args)
 
     def _boost_stateful_train_step(self, seam, data):
+        dim_reduce = self._boost_dim_reduce()
+        if dim_reduce is not None:
+            return self._boost_dim_reduce_step(seam, dim_reduce, data)
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
         trained = self._boost_trained_variables()
         scaler = self._boost_scaler()
@@ -481,6 +496,63 @@ class BoostModel(keras.Model):
             extra_logs["freeze_depth"] = keras.ops.convert_to_tensor(float(self._boost_depth))
         logs = {**self.compute_metrics(x, y, y_pred, sample_weight), **extra_logs}
         return self._boost_distributed_logs(logs)
+
+    def _boost_dim_reduce(self):
+        """The chain's DimReduce (stage 2), or None."""
+        return find_in_chain(getattr(self, "optimizer", None), DimReduce)
+
+    def _boost_dim_reduce_step(self, seam, dim_reduce, data):
+        """Gradient, subspace BFGS with the line search on this batch, residual
+        momentum; the trial forward passes leave the BN statistics as the
+        step's own forward pass set them."""
+        x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+        variables = list(self.trainable_variables)
+        y_pred, grads = seam.loss_and_grads(self, x, y, sample_weight, variables, self.optimizer)
+
+        def update():
+            loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            forward_state = list(self.non_trainable_variables)
+            saved = [keras.ops.copy(v.value) for v in forward_state]
+
+            def trial_loss(flat):
+                for variable, value in zip(variables, unflatten(flat, variables)):
+                    variable.assign(value)
+                trial = self(x, training=True) if self._call_has_training_arg else self(x)
+                value = self._compute_loss(x=x, y=y, y_pred=trial, sample_weight=sample_weight, training=True)
+                for variable, old in zip(forward_state, saved):
+                    variable.assign(old)
+                return value
+
+            state = [v.value for v in dim_reduce.state_variables()]
+            weights = flatten([v.value for v in variables])
+            new_weights, new_state, accepted = dim_reduce.step(
+                dim_reduce.basis.value, state, weights, flatten(grads), loss, trial_loss
+            )
+            for variable, value in zip(variables, unflatten(new_weights, variables)):
+                variable.assign(value)
+            for variable, value in zip(dim_reduce.state_variables(), new_state):
+                variable.assign(value)
+            dim_reduce.accepted_steps.assign_add(keras.ops.cast(accepted, "int32"))
+            dim_reduce.iterations.assign_add(1)
+            return accepted
+
+        accepted = seam.apply(update, ())
+        logs = self.compute_metrics(x, y, y_pred, sample_weight)
+        return {**logs, "line_search_accepted": keras.ops.cast(accepted, "float32")}
+
+    def check_dim_reduce_enable(self):
+        """Whether DimReduce (stage 2) acts here (MindSpore's name): an
+        `AlgorithmStatus`, truthy when it does, with the reason."""
+        if not self.boost_config["boost"]["dim_reduce"]:
+            return AlgorithmStatus(False, f"dim_reduce is off in this model's config (level {self.boost_level!r})")
+        settings = self.boost_config["dim_reduce"]
+        path, directory = settings["pca_mat_path"], settings["weight_load_dir"]
+        if not ((path and os.path.isfile(path)) or (directory and os.path.isdir(directory))):
+            return AlgorithmStatus(False, (
+                "no stage-1 basis: neither pca_mat_path nor weight_load_dir exists; record the "
+                "trajectory with boost.callbacks.WeightTrajectory first"
+            ))
+        return AlgorithmStatus(True, "DimReduce stage 2 (exclusive: the other algorithms are off)")
 
     def test_step(self, *args):
         return self._boost_distributed_logs(super().test_step(*args))

@@ -73,8 +73,9 @@ def test_wrap_bad_level():
 
 @pytest.mark.parametrize(
     "level, config, names",
-    [("O0", {"boost": {"mode": "manual", "dim_reduce": True, "grad_freeze": True}}, "'dim_reduce'"),
-     ("O0", {"boost": {"mode": "enable_all"}}, "'dim_reduce', 'loss_scale_group'")],
+    [("O0", {"boost": {"mode": "manual", "loss_scale_group": True}, "dim_reduce": {"rho": 0.5}},
+      "'loss_scale_group'"),
+     ("O0", {"boost": {"mode": "enable_all"}}, r"\['loss_scale_group'\]")],
 )
 def test_unimplemented_algorithms_raise_not_implemented(level, config, names):
     with pytest.warns(boost.config.BoostConfigWarning) if config else contextlib.nullcontext():

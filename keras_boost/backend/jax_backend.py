@@ -10,6 +10,9 @@ from keras import ops
 from keras import StatelessScope
 from keras.src.trainers.data_adapters import data_adapter_utils
 
+from keras_boost.ops.dim_reduce import flatten
+from keras_boost.ops.dim_reduce import unflatten
+
 
 
 def _positions(all_variables, wanted):
@@ -26,12 +29,11 @@ def _slice_of(outer, inner):
     return slice(start, start + len(inner.variables))
 
 
-def train_step(model, state, data):
-    trainable, non_trainable, optimizer_vars, metrics_vars = state
-    x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+def _loss_fn(model, state, x, y, sample_weight, trained_pos):
+    """`loss_fn(trained_values, non_trainable) -> (scaled, (loss, y_pred,
+    non_trainable, metrics))`, stateless, for `jax.value_and_grad`."""
+    trainable, _, optimizer_vars, metrics_vars = state
     optimizer = model.optimizer
-    trained_pos = _positions(model.trainable_variables, model._boost_trained_variables())
-    scaler = model._boost_scaler()
 
     def loss_fn(trained_values, non_trainable):
         values = list(trainable)
@@ -54,6 +56,20 @@ def train_step(model, state, data):
         with StatelessScope(state_mapping=list(zip(optimizer.variables, optimizer_vars))):
             scaled = optimizer.scale_loss(loss)
         return scaled, (loss, y_pred, non_trainable, new_metrics)
+
+    return loss_fn
+
+
+def train_step(model, state, data):
+    dim_reduce = model._boost_dim_reduce()
+    if dim_reduce is not None:
+        return _dim_reduce_train_step(model, dim_reduce, state, data)
+    trainable, non_trainable, optimizer_vars, metrics_vars = state
+    x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+    optimizer = model.optimizer
+    trained_pos = _positions(model.trainable_variables, model._boost_trained_variables())
+    scaler = model._boost_scaler()
+    loss_fn = _loss_fn(model, state, x, y, sample_weight, trained_pos)
 
     non_trainable_before = list(non_trainable)
     trained_values = [trainable[p] for p in trained_pos]
@@ -95,6 +111,36 @@ def train_step(model, state, data):
     )
     logs = {**logs, **extra_logs}
     return logs, (new_trainable, non_trainable, optimizer_vars, metrics_vars)
+
+
+def _dim_reduce_train_step(model, dim_reduce, state, data):
+    """DimReduce's step, stateless: the trial losses of the line search are
+    forward passes from the step's own BN statistics."""
+    trainable, non_trainable, optimizer_vars, metrics_vars = state
+    x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
+    variables = model.trainable_variables
+    loss_fn = _loss_fn(model, state, x, y, sample_weight, list(range(len(trainable))))
+    non_trainable_before = list(non_trainable)
+    (_, aux), grads = jax.value_and_grad(loss_fn, has_aux=True)(list(trainable), non_trainable)
+    loss, y_pred, non_trainable, metrics_vars = aux
+
+    def trial_loss(flat):
+        return loss_fn(unflatten(flat, variables), non_trainable_before)[1][0]
+
+    optimizer_vars = list(optimizer_vars)
+    own = _positions(model.optimizer.variables, dim_reduce.state_variables())
+    basis = optimizer_vars[_positions(model.optimizer.variables, [dim_reduce.basis])[0]]
+    new_weights, new_state, accepted = dim_reduce.step(
+        basis, [optimizer_vars[p] for p in own], flatten(trainable), flatten(grads), loss, trial_loss
+    )
+    for pos, value in zip(own, new_state):
+        optimizer_vars[pos] = value
+    counters = _positions(model.optimizer.variables, [dim_reduce.accepted_steps, dim_reduce.iterations])
+    optimizer_vars[counters[0]] = optimizer_vars[counters[0]] + ops.cast(accepted, "int32")
+    optimizer_vars[counters[1]] = optimizer_vars[counters[1]] + 1
+    logs, metrics_vars = model._update_metrics_variables(metrics_vars, loss, x, y, y_pred, sample_weight)
+    logs = {**logs, "line_search_accepted": ops.cast(accepted, "float32")}
+    return logs, (unflatten(new_weights, variables), non_trainable, optimizer_vars, metrics_vars)
 
 
 def assign_where(triples):

@@ -10,10 +10,11 @@ import numpy as np
 MANIFEST = "manifest.json"
 
 
-def _variables_spec(model):
+def variables_spec(variables):
+    """Path, shape and size of each variable (the manifest's layout)."""
     return [
         {"path": v.path, "shape": list(v.shape), "size": int(np.prod(v.shape, dtype=np.int64))}
-        for v in model.trainable_variables
+        for v in variables
     ]
 
 
@@ -71,7 +72,7 @@ class WeightTrajectory(keras.callbacks.Callback):
 
     def _open(self):
         os.makedirs(self.directory, exist_ok=True)
-        spec = _variables_spec(self.model)
+        spec = variables_spec(self.model.trainable_variables)
         path = os.path.join(self.directory, MANIFEST)
         if os.path.exists(path):
             with open(path, encoding="utf-8") as f:
@@ -126,12 +127,12 @@ def _check_spec(saved, current, directory):
             )
 
 
-def load_trajectory(directory, model=None):
+def load_trajectory(directory, model=None, variables=None):
     """The snapshots of a `WeightTrajectory` directory as an (m, n) array.
 
-    With `model`, its trainable variables must match the manifest (paths
-    and shapes, in order), else `ValueError` naming the first mismatch.
-    Returns `(samples, manifest)`.
+    With `model` (or its trainable `variables`), they must match the
+    manifest (paths and shapes, in order), else `ValueError` naming the
+    first mismatch. Returns `(samples, manifest)`.
     """
     directory = os.fspath(directory)
     path = os.path.join(directory, MANIFEST)
@@ -143,7 +144,9 @@ def load_trajectory(directory, model=None):
     with open(path, encoding="utf-8") as f:
         manifest = json.load(f)
     if model is not None:
-        _check_spec(manifest["variables"], _variables_spec(model), directory)
+        variables = model.trainable_variables
+    if variables is not None:
+        _check_spec(manifest["variables"], variables_spec(variables), directory)
     if not manifest["snapshots"]:
         raise ValueError(f"The trajectory in {directory!r} has no snapshots yet.")
     n = sum(v["size"] for v in manifest["variables"])

@@ -11,6 +11,8 @@ so that each piece is testable against NumPy:
   decrease test of the backtracking line search.
 """
 
+import math
+
 from keras import ops
 
 
@@ -42,3 +44,57 @@ def armijo_accepts(loss_new, loss_old, sigma, step, slope):
     """Sufficient decrease: `loss_new < loss_old + sigma * step * slope`
     (slope = g.d < 0 for a descent direction d)."""
     return ops.less(loss_new, loss_old + sigma * step * slope)
+
+
+def subspace_step(basis, inverse_hessian, g_last, s, initialized, momentum, weights, gradient,
+                  loss, trial_loss, rho, gamma, alpha, sigma, trials):
+    """One DimReduce step on flat vectors; returns `(new_weights, state)`.
+
+    `state` = `(inverse_hessian, g_last, s, initialized, momentum, accepted)`.
+    `trial_loss(w)` is the loss of the same batch at weights `w`. The line
+    search tries steps 1, rho, rho**2, ... (`trials` of them, all evaluated:
+    static control flow for `jit`) and takes the first that passes Armijo;
+    if none does, the subspace step is 0 and the BFGS state (H, g_last, s)
+    is left as it was. The residual outside the subspace takes a momentum
+    SGD step of rate `alpha`.
+    """
+    g_k = project(basis, gradient)
+    candidate = ops.where(initialized, bfgs_inverse_update(inverse_hessian, s, g_k - g_last), inverse_hessian)
+    d_k = -ops.matmul(candidate, g_k)
+    direction = back_project(basis, d_k)
+    slope = ops.sum(g_k * d_k)
+    step = ops.zeros((), dtype=weights.dtype)
+    found = ops.zeros((), dtype="bool")
+    for i in range(trials):
+        r = rho**i
+        ok = ops.logical_and(armijo_accepts(trial_loss(weights + r * direction), loss, sigma, r, slope),
+                             ops.logical_not(found))
+        step = ops.where(ok, r, step)
+        found = ops.logical_or(found, ok)
+    residual = gradient - back_project(basis, g_k)
+    momentum = gamma * momentum + residual
+    new_weights = weights + step * direction - alpha * momentum
+    state = (
+        ops.where(found, candidate, inverse_hessian),
+        ops.where(found, g_k, g_last),
+        ops.where(found, step * d_k, s),
+        ops.logical_or(initialized, found),
+        momentum,
+        found,
+    )
+    return new_weights, state
+
+
+def flatten(tensors):
+    """One float32 vector of all `tensors`, flattened in order."""
+    return ops.concatenate([ops.reshape(ops.cast(t, "float32"), (-1,)) for t in tensors])
+
+
+def unflatten(flat, like):
+    """Pieces of `flat` shaped and typed like the variables `like`."""
+    out, offset = [], 0
+    for v in like:
+        size = math.prod(v.shape)
+        out.append(ops.cast(ops.reshape(flat[offset:offset + size], v.shape), v.dtype))
+        offset += size
+    return out

@@ -70,10 +70,11 @@ def replica_plan(replicas, local_replicas, hierarchical=False, device_number=Non
     return group_size, replicas // group_size
 
 
-class AdaSumStatus:
-    """Whether AdaSum combines replicas here (truthy when it does), and why.
+class AlgorithmStatus:
+    """Whether an algorithm acts in this setting (truthy when it does), and why.
 
-    Returned by `BoostModel.check_adasum_enable()` and `AdaSum.status()`.
+    Returned by `BoostModel.check_adasum_enable()`, `AdaSum.status()` and
+    `BoostModel.check_dim_reduce_enable()`.
     """
 
     def __init__(self, enabled, reason):
@@ -84,13 +85,13 @@ class AdaSumStatus:
         return self.enabled
 
     def __repr__(self):
-        return f"AdaSumStatus(enabled={self.enabled}, reason={self.reason!r})"
+        return f"AlgorithmStatus(enabled={self.enabled}, reason={self.reason!r})"
 
 
 def adasum_status(replicas, local_replicas, hierarchical=False, device_number=None):
-    """The `AdaSumStatus` of a replica layout (see `replica_plan`)."""
+    """The `AlgorithmStatus` of a replica layout (see `replica_plan`)."""
     if replicas == 1:
-        return AdaSumStatus(False, (
+        return AlgorithmStatus(False, (
             "one replica: AdaSum is the identity (it combines replicas under a "
             "tf.distribute strategy with several replicas on the tensorflow backend; "
             f"backend here: {keras.backend.backend()!r})"
@@ -98,14 +99,14 @@ def adasum_status(replicas, local_replicas, hierarchical=False, device_number=No
     try:
         group_size, groups = replica_plan(replicas, local_replicas, hierarchical, device_number)
     except ValueError as error:
-        return AdaSumStatus(False, str(error))
+        return AlgorithmStatus(False, str(error))
     if groups == 1:
-        return AdaSumStatus(False, (
+        return AlgorithmStatus(False, (
             f"hierarchical with device_number={group_size} puts all {replicas} replicas in "
             "one node: the update is their plain mean, AdaSum has nothing to combine"
         ))
     inputs = f"{groups} node means of {group_size} replicas" if group_size > 1 else f"{groups} replicas"
-    return AdaSumStatus(True, f"AdaSum over {inputs}")
+    return AlgorithmStatus(True, f"AdaSum over {inputs}")
 
 
 def _check_reduce_on(reduce_on):
@@ -186,7 +187,7 @@ class AdaSum(OptimizerWrapper):
             warnings.warn(f"AdaSum {self.name!r}: {self.status().reason}.", NoEffectWarning, stacklevel=5)
 
     def status(self):
-        """The `AdaSumStatus` under the current strategy."""
+        """The `AlgorithmStatus` under the current strategy."""
         replicas, local = kb_backend.current().replica_layout()
         return adasum_status(replicas, local, self.hierarchical, self.device_number)
 

@@ -13,6 +13,7 @@ from keras_boost.optimizers.adasum import AdaSum
 from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.centralization import GradientCentralization
+from keras_boost.optimizers.dim_reduce import DimReduce
 from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
 from keras_boost.optimizers.freeze import FreezeOptimizer
 from keras_boost.validation import check_optimizer
@@ -30,6 +31,16 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
     """
     config_lib.check_implemented(config)
     flags = config["boost"]
+    if flags["dim_reduce"]:
+        # Exclusive, as in MindSpore: stage 2 replaces the optimizer chain.
+        if flags["grad_accumulation"] or loss_scale is not None:
+            raise ValueError(
+                "dim_reduce does not combine with grad_accumulation or loss scaling yet; "
+                "switch those off for stage 2 (a float32 model, loss_scale=None)."
+            )
+        if find_in_chain(optimizer, DimReduce) is not None:
+            raise ValueError(f"The optimizer {optimizer.name!r} already contains a DimReduce.")
+        return DimReduce(optimizer, **config["dim_reduce"])
     wanted = []
     if flags["less_bn"] and config["less_bn"]["gc_flag"]:
         wanted.append((GradientCentralization, "less_bn.gc_flag"))

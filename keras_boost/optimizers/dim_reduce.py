@@ -1,0 +1,151 @@
+"""`DimReduce`: stage 2 of dimension-reduced training (Li et al., TPAMI 2022).
+
+BFGS steps in the top-k PCA subspace of the stage-1 weight trajectory, with
+an Armijo line search on the same batch, plus momentum SGD on the gradient
+outside the subspace (MindSpore's `mindspore.boost.DimReduce`; reference doc
+section 7.3). The step needs extra forward passes of the model, so it runs
+inside `BoostModel`'s train step (TensorFlow, JAX, torch); this optimizer
+holds the state: the basis, the inverse Hessian, the last subspace gradient
+and step, and the residual momentum. All of it is saved with the model.
+
+What the user's optimizer becomes: MindSpore replaces it by SGD(lr=1) and
+drops its learning-rate schedule silently; here the wrapped optimizer is
+kept only for its configuration, stage 2 uses `alpha` (a constant rate) for
+the residual, and a schedule on the wrapped optimizer raises a warning.
+"""
+
+import math
+import os
+import warnings
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_boost.callbacks.weight_trajectory import load_trajectory
+from keras_boost.errors import NoEffectWarning
+from keras_boost.ops import dim_reduce as dr
+from keras_boost.ops.pca import trajectory_pca
+from keras_boost.optimizers.base import OptimizerWrapper
+
+
+def load_basis(n_components, pca_mat_path=None, weight_load_dir=None, variables=None):
+    """The (k, n) basis: from `pca_mat_path` if it is a file, else the PCA of
+    the trajectory in `weight_load_dir` (saved to `pca_mat_path`, or to
+    `<weight_load_dir>/pca_mat.npy`)."""
+    n = sum(math.prod(v.shape) for v in variables)
+    if pca_mat_path is not None and os.path.isfile(pca_mat_path):
+        basis = np.load(pca_mat_path)
+        if basis.ndim != 2 or basis.shape[1] != n or basis.shape[0] < n_components:
+            raise ValueError(
+                f"pca_mat_path {pca_mat_path!r} holds a matrix of shape {basis.shape}; this model "
+                f"needs at least ({n_components}, {n}) (n_components x trainable weights)."
+            )
+        return basis[:n_components].astype("float32")
+    if weight_load_dir is None:
+        raise ValueError(
+            "DimReduce needs the stage-1 trajectory: set weight_load_dir (a directory written by "
+            "boost.callbacks.WeightTrajectory) or pca_mat_path (an existing .npy basis)."
+        )
+    samples, _ = load_trajectory(weight_load_dir, variables=variables)
+    basis = trajectory_pca(samples, n_components)
+    np.save(pca_mat_path or os.path.join(os.fspath(weight_load_dir), "pca_mat.npy"), basis)
+    return basis
+
+
+@keras.saving.register_keras_serializable(package="keras_boost")
+class DimReduce(OptimizerWrapper):
+    """Subspace BFGS + residual momentum SGD, the DimReduce stage-2 step.
+
+    Use it through `BoostModel` (config `{"boost": {"mode": "manual",
+    "dim_reduce": True}, "dim_reduce": {...}}`), which runs the line search;
+    `apply` alone raises.
+
+    Args:
+        optimizer: the user's optimizer (kept for its configuration only).
+        n_components: k, the subspace dimension.
+        rho: backtracking factor of the line search (steps 1, rho, ...).
+        gamma: momentum of the residual SGD.
+        alpha: learning rate of the residual SGD (replaces the user's).
+        sigma: Armijo constant.
+        pca_mat_path, weight_load_dir: where the basis comes from (see
+            `load_basis`).
+        timeout: kept for MindSpore's signature; the basis is computed in
+            this process (multi-process runs are not supported yet).
+        max_line_search: trials of the line search (MindSpore: 2).
+        name: optional name.
+
+    Example:
+
+    ```python
+    model.fit(x, y, epochs=20, callbacks=[boost.callbacks.WeightTrajectory("traj")])
+    stage2 = boost.BoostModel.from_model(model, boost_config_dict={
+        "boost": {"mode": "manual", "dim_reduce": True},
+        "dim_reduce": {"weight_load_dir": "traj", "n_components": 16}})
+    stage2.compile(optimizer="sgd", loss=...)
+    stage2.fit(x, y, epochs=2)
+    ```
+    """
+
+    def __init__(self, optimizer, n_components=32, rho=0.55, gamma=0.9, alpha=0.001, sigma=0.4,
+                 pca_mat_path=None, weight_load_dir=None, timeout=1800, max_line_search=2,
+                 name=None, **kwargs):
+        super().__init__(optimizer, name=name or "dim_reduce", **kwargs)
+        if isinstance(max_line_search, bool) or not isinstance(max_line_search, int) or max_line_search < 1:
+            raise ValueError(f"max_line_search must be an int >= 1, got {max_line_search!r}.")
+        self.n_components, self.rho, self.gamma = n_components, rho, gamma
+        self.alpha, self.sigma, self.timeout = alpha, sigma, timeout
+        self.pca_mat_path, self.weight_load_dir = pca_mat_path, weight_load_dir
+        self.max_line_search = max_line_search
+        if isinstance(getattr(optimizer, "_learning_rate", None), keras.optimizers.schedules.LearningRateSchedule):
+            warnings.warn(
+                "DimReduce does not use the optimizer's learning-rate schedule: stage 2 takes "
+                f"BFGS steps in the subspace and residual SGD steps at alpha={alpha}.",
+                NoEffectWarning,
+                stacklevel=2,
+            )
+
+    def _build_own(self, var_list):
+        basis = load_basis(self.n_components, self.pca_mat_path, self.weight_load_dir, var_list)
+        k, n = basis.shape
+        self.basis = self.add_variable(shape=(k, n), dtype="float32", name="pca_basis",
+                                       initializer=keras.initializers.Constant(basis))
+        self.inverse_hessian = self.add_variable(shape=(k, k), dtype="float32", name="inverse_hessian",
+                                                 initializer=keras.initializers.Identity())
+        self.g_last = self.add_variable(shape=(k,), dtype="float32", initializer="zeros", name="g_last")
+        self.last_step = self.add_variable(shape=(k,), dtype="float32", initializer="zeros", name="last_step")
+        self.initialized = self.add_variable(shape=(), dtype="bool", initializer="zeros", name="initialized")
+        self.momentum = self.add_variable(shape=(n,), dtype="float32", initializer="zeros", name="momentum")
+        self.accepted_steps = self.add_variable(shape=(), dtype="int32", initializer="zeros", name="accepted")
+
+    def state_variables(self):
+        """The variables `step` reads and writes, in its state order."""
+        return [self.inverse_hessian, self.g_last, self.last_step, self.initialized, self.momentum]
+
+    def step(self, basis, state, weights, gradient, loss, trial_loss):
+        """Pure: `(new_weights, new_state, accepted)` for flat vectors."""
+        new_weights, new_state = dr.subspace_step(
+            basis, *state, weights, gradient, loss, trial_loss,
+            self.rho, self.gamma, self.alpha, self.sigma, self.max_line_search,
+        )
+        return new_weights, list(new_state[:5]), new_state[5]
+
+    def _apply(self, grads, trainable_variables):
+        raise RuntimeError(
+            "DimReduce's step runs a line search with extra forward passes of the model, so it "
+            "runs in BoostModel's train step: use BoostModel with the dim_reduce config instead "
+            "of compiling a plain model with it."
+        )
+
+    def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
+        self._apply(grads, trainable)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            n_components=self.n_components, rho=self.rho, gamma=self.gamma, alpha=self.alpha,
+            sigma=self.sigma, pca_mat_path=self.pca_mat_path, weight_load_dir=self.weight_load_dir,
+            timeout=self.timeout, max_line_search=self.max_line_search,
+        )
+        return config
+

@@ -1,0 +1,120 @@
+"""DimReduce stage 2 in BoostModel's train step: a NumPy reference of the
+step on least squares, a two-stage run on the embedded MNIST data, errors."""
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+from conftest import to_numpy
+from keras_boost.bench.workloads import mnist_data
+
+RHO, GAMMA, ALPHA, SIGMA = 0.55, 0.9, 0.01, 0.4
+
+
+def least_squares(seed=0, n=64, d=6):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, d)).astype("float32")
+    y = (x @ rng.normal(size=(d, 1))).astype("float32")
+    inputs = keras.Input((d,))
+    model = keras.Model(inputs, keras.layers.Dense(1, use_bias=False, kernel_initializer="zeros")(inputs))
+    return model, x, y
+
+
+def np_dim_reduce(w, x, y, basis, steps, trials=2):
+    """MindSpore's step (reference doc 7.3), with the rollback of a failed search."""
+    def loss(w):
+        return float(np.mean((x @ w - y[:, 0]) ** 2))
+
+    def grad(w):
+        return 2 * x.T @ (x @ w - y[:, 0]) / len(x)
+
+    k = basis.shape[0]
+    h, g_last, s, init, m = np.eye(k), np.zeros(k), np.zeros(k), False, np.zeros_like(w)
+    for _ in range(steps):
+        g = grad(w)
+        g_k = basis @ g
+        cand = h
+        if init:
+            yv = g_k - g_last
+            c = yv @ s
+            if c > 1e-20:
+                rho = 1 / c
+                left = np.eye(k) - rho * np.outer(s, yv)
+                cand = left @ h @ left.T + rho * np.outer(s, s)
+        d_k = -cand @ g_k
+        d = basis.T @ d_k
+        r = next((RHO**i for i in range(trials) if loss(w + RHO**i * d) < loss(w) + SIGMA * RHO**i * (g_k @ d_k)), 0.0)
+        if r:
+            h, g_last, s, init = cand, g_k, r * d_k, True
+        m = GAMMA * m + (g - basis.T @ g_k)
+        w = w + r * d - ALPHA * m
+    return w
+
+
+def test_stage_two_step_matches_numpy_reference(tmp_path):
+    model, x, y = least_squares()
+    q, _ = np.linalg.qr(np.random.default_rng(1).normal(size=(6, 3)))
+    basis = q.T.astype("float32")  # 3 x 6, orthonormal rows
+    np.save(tmp_path / "basis.npy", basis)
+    config = {"boost": {"mode": "manual", "dim_reduce": True},
+              "dim_reduce": {"pca_mat_path": str(tmp_path / "basis.npy"), "n_components": 3,
+                             "rho": RHO, "gamma": GAMMA, "alpha": ALPHA, "sigma": SIGMA}}
+    stage2 = boost.BoostModel.from_model(model, boost_config_dict=config)
+    stage2.compile(optimizer="sgd", loss="mse")
+    assert stage2.check_dim_reduce_enable()
+    stage2.fit(x, y, batch_size=64, epochs=4, shuffle=False, verbose=0)  # 4 full-batch steps
+    want = np_dim_reduce(np.zeros(6), x.astype("float64"), y.astype("float64"), basis.astype("float64"), 4)
+    np.testing.assert_allclose(to_numpy(stage2.trainable_variables)[0][:, 0], want, rtol=1e-4, atol=1e-5)
+    dim_reduce = boost.optimizers.find_in_chain(stage2.optimizer, boost.optimizers.DimReduce)
+    assert int(dim_reduce.iterations.numpy()) == 4
+
+
+def test_two_stage_run_on_mnist(tmp_path):
+    (x, y), _ = mnist_data()
+    x, y = x[:512], y[:512]
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((28, 28, 1))
+    h = keras.layers.Conv2D(4, 3, strides=2, activation="relu")(inputs)
+    h = keras.layers.BatchNormalization()(keras.layers.MaxPooling2D()(h))
+    model = keras.Model(inputs, keras.layers.Dense(10)(keras.layers.Flatten()(h)))
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9), loss=loss)
+    model.fit(x, y, batch_size=64, epochs=3, verbose=0,
+              callbacks=[boost.callbacks.WeightTrajectory(tmp_path / "traj", every=2)])
+    config = {"boost": {"mode": "manual", "dim_reduce": True},
+              "dim_reduce": {"weight_load_dir": str(tmp_path / "traj"), "n_components": 6}}
+    stage2 = boost.BoostModel.from_model(model, boost_config_dict=config)
+    stage2.compile(optimizer="sgd", loss=loss)
+    history = stage2.fit(x, y, batch_size=64, epochs=3, verbose=0)
+    # The training loss (what stage 2 minimizes; the inference loss also moves
+    # with the BN statistics, still settling after so short a stage 1).
+    assert history.history["loss"][-1] < history.history["loss"][0]
+    assert set(history.history) >= {"loss", "line_search_accepted"}
+    dim_reduce = boost.optimizers.find_in_chain(stage2.optimizer, boost.optimizers.DimReduce)
+    assert int(dim_reduce.accepted_steps.numpy()) > 0
+    assert (tmp_path / "traj" / "pca_mat.npy").exists()
+
+
+def test_errors(tmp_path):
+    model, x, y = least_squares()
+    cfg = {"boost": {"mode": "manual", "dim_reduce": True}}
+    stage2 = boost.BoostModel.from_model(model, boost_config_dict=cfg)
+    status = stage2.check_dim_reduce_enable()
+    assert not status and "no stage-1 basis" in status.reason
+    with pytest.raises(ValueError, match="needs the stage-1 trajectory"):
+        stage2.compile(optimizer="sgd", loss="mse")
+    np.save(tmp_path / "wrong.npy", np.zeros((32, 5), "float32"))
+    cfg["dim_reduce"] = {"pca_mat_path": str(tmp_path / "wrong.npy")}
+    with pytest.raises(ValueError, match=r"shape \(32, 5\); this model needs at least \(32, 6\)"):
+        boost.BoostModel.from_model(model, boost_config_dict=cfg).compile(optimizer="sgd", loss="mse")
+    with pytest.raises(ValueError, match="does not combine with grad_accumulation"):
+        boost.wrap(keras.optimizers.SGD(), "O0", {"boost": {"mode": "manual", "dim_reduce": True,
+                                                            "grad_accumulation": True}})
+    plain = keras.Model(model.inputs, model.outputs)
+    np.save(tmp_path / "ok.npy", np.eye(6, dtype="float32")[:2])
+    plain.compile(optimizer=boost.optimizers.DimReduce(keras.optimizers.SGD(), n_components=2,
+                                                       pca_mat_path=str(tmp_path / "ok.npy")), loss="mse")
+    with pytest.raises(RuntimeError, match="runs in BoostModel's train step"):
+        plain.fit(x, y, verbose=0)
+    assert not boost.BoostModel.from_model(model).check_dim_reduce_enable()
