@@ -326,3 +326,18 @@ def test_adasum_benchmark_runs_and_reports(tmp_path):
     assert all(r["epochs_to_target"] == 1 for r in result["runs"])  # target 0: the first epoch
     assert result["epochs_ratio_adasum_over_mean"] == [1.0]
     assert "Step time adasum / mean" in proc.stdout
+
+
+@pytest.mark.slow
+def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("one backend is enough for the report's plumbing (the step is tested on all)")
+    from keras_boost.bench import dim_reduce as dim_reduce_bench
+
+    result = dim_reduce_bench.run(["--seeds", "1", "--stage1-epochs", "1", "--every", "10", "--components", "2",
+                                   "--long-epochs", "1", "--output", str(tmp_path / "dr.json")])
+    run = result["runs"][0]
+    assert set(run) >= {"stage1_accuracy", "plain+2", "plain+long", "dim_reduce"}
+    assert run["dim_reduce"]["steps"] == 2 * math.ceil(4000 / 64)
+    assert 0 < run["dim_reduce"]["accepted_steps"] <= run["dim_reduce"]["steps"]
+    assert json.loads((tmp_path / "dr.json").read_text())["median_accuracy"]["dim_reduce"] > 0.1
