@@ -247,15 +247,23 @@ def test_wrap_with_grad_accumulation_config():
     assert find_gradient_accumulation(clone).max_accumulation_step == K
 
 
-def test_chain_in_enable_all_mode(monkeypatch):
-    # enable_all also switches on algorithms other sessions implement; check
-    # only that accumulation is in the chain with the configured step.
-    monkeypatch.setattr(boost.config, "IMPLEMENTED", frozenset(boost.config.ALGORITHMS))
+def test_chain_with_every_other_chain_algorithm():
+    flags = dict.fromkeys(["less_bn", "grad_freeze", "adasum", "grad_accumulation"], True)
     cfg = boost.config.resolve_config(
-        "O0", {"boost": {"mode": "enable_all"}, "grad_accumulation": {"grad_accumulation_step": 3}}
+        "O0", {"boost": {"mode": "manual", **flags}, "grad_accumulation": {"grad_accumulation_step": 3}}
     )
     ga = find_gradient_accumulation(build_optimizer_chain(keras.optimizers.SGD(), cfg))
     assert ga is not None and ga.max_accumulation_step == 3
+
+
+def test_enable_all_stops_at_dim_reduce_with_accumulation(monkeypatch):
+    # enable_all switches dim_reduce on, which is exclusive and refuses
+    # accumulation in this version: a clear error, not a silent drop.
+    monkeypatch.setattr(boost.config, "IMPLEMENTED", frozenset(boost.config.ALGORITHMS))
+    with pytest.warns(boost.config.BoostConfigWarning):
+        cfg = boost.config.resolve_config("O0", {"boost": {"mode": "enable_all"}})
+    with pytest.raises(ValueError, match="dim_reduce does not combine with grad_accumulation"):
+        build_optimizer_chain(keras.optimizers.SGD(), cfg)
 
 
 def test_step_one_in_config_is_reported_not_wrapped():
