@@ -20,7 +20,6 @@ import warnings
 
 import keras
 import numpy as np
-from keras import ops
 
 from keras_boost.callbacks.weight_trajectory import load_trajectory
 from keras_boost.errors import NoEffectWarning
