@@ -30,8 +30,35 @@ def _check_positive(name, value, allow_zero=False):
         raise ValueError(f"{name} must be a {'non-negative' if allow_zero else 'positive'} float, got {value!r}.")
 
 
+class _AdamFamily(keras.optimizers.Optimizer):
+    """A first moment and one second statistic (slot `_second_name`) per
+    variable, with Adam's bookkeeping; subclasses write the update."""
+
+    _second_name = None
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._momentums, self._second_moments = self.add_optimizer_variables(
+            var_list, ["momentum", self._second_name]
+        )
+
+    def _prepare(self, gradient, variable, learning_rate):
+        """Casts, the step count, and the first moment updated:
+        `(lr, g, t, b1, b2, m, second)`."""
+        dtype = variable.dtype
+        b1, b2 = ops.cast(self.beta_1, dtype), ops.cast(self.beta_2, dtype)
+        g = ops.cast(gradient, dtype)
+        index = self._get_variable_index(variable)
+        m, second = self._momentums[index], self._second_moments[index]
+        self.assign(m, b1 * m + (1 - b1) * g)
+        t = ops.cast(self.iterations + 1, dtype)
+        return ops.cast(learning_rate, dtype), g, t, b1, b2, m, second
+
+
 @keras.saving.register_keras_serializable(package="keras_boost")
-class AdaBelief(keras.optimizers.Optimizer):
+class AdaBelief(_AdamFamily):
     """AdaBelief (Zhuang et al., NeurIPS 2020): Adam that scales the step by the
     "belief" in the gradient, the variance of `g - m` instead of `g**2`:
 
@@ -58,6 +85,8 @@ class AdaBelief(keras.optimizers.Optimizer):
     ```
     """
 
+    _second_name = "belief"
+
     def __init__(self, learning_rate=0.001, beta_1=0.9, beta_2=0.999, epsilon=1e-16,
                  rectify=False, name="adabelief", **kwargs):
         _check_learning_rate(learning_rate)
@@ -67,21 +96,8 @@ class AdaBelief(keras.optimizers.Optimizer):
         super().__init__(learning_rate=learning_rate, name=name, **kwargs)
         self.beta_1, self.beta_2, self.epsilon, self.rectify = beta_1, beta_2, epsilon, bool(rectify)
 
-    def build(self, var_list):
-        if self.built:
-            return
-        super().build(var_list)
-        self._momentums, self._beliefs = self.add_optimizer_variables(var_list, ["momentum", "belief"])
-
     def update_step(self, gradient, variable, learning_rate):
-        dtype = variable.dtype
-        lr = ops.cast(learning_rate, dtype)
-        g = ops.cast(gradient, dtype)
-        t = ops.cast(self.iterations + 1, dtype)
-        b1, b2 = ops.cast(self.beta_1, dtype), ops.cast(self.beta_2, dtype)
-        index = self._get_variable_index(variable)
-        m, s = self._momentums[index], self._beliefs[index]
-        self.assign(m, b1 * m + (1 - b1) * g)
+        lr, g, t, b1, b2, m, s = self._prepare(gradient, variable, learning_rate)
         self.assign(s, b2 * s + (1 - b2) * ops.square(g - m) + self.epsilon)
         m_hat = m / (1 - ops.power(b1, t))
         adaptive = m_hat / (ops.sqrt(s / (1 - ops.power(b2, t))) + self.epsilon)
@@ -102,7 +118,7 @@ class AdaBelief(keras.optimizers.Optimizer):
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")
-class AdaBound(keras.optimizers.Optimizer):
+class AdaBound(_AdamFamily):
     """AdaBound (Luo et al., ICLR 2019): Adam whose per-element step size is
     clipped into bounds that close in on `final_lr`, so training moves from
     Adam towards SGD:
@@ -131,6 +147,8 @@ class AdaBound(keras.optimizers.Optimizer):
     ```
     """
 
+    _second_name = "velocity"
+
     def __init__(self, learning_rate=0.001, final_lr=0.1, beta_1=0.9, beta_2=0.999, gamma=1e-3,
                  epsilon=1e-8, name="adabound", **kwargs):
         _check_learning_rate(learning_rate)
@@ -146,21 +164,8 @@ class AdaBound(keras.optimizers.Optimizer):
         initial = learning_rate(0) if callable(learning_rate) else learning_rate
         self._initial_lr = float(ops.convert_to_numpy(initial))
 
-    def build(self, var_list):
-        if self.built:
-            return
-        super().build(var_list)
-        self._momentums, self._velocities = self.add_optimizer_variables(var_list, ["momentum", "velocity"])
-
     def update_step(self, gradient, variable, learning_rate):
-        dtype = variable.dtype
-        lr = ops.cast(learning_rate, dtype)
-        g = ops.cast(gradient, dtype)
-        t = ops.cast(self.iterations + 1, dtype)
-        b1, b2 = ops.cast(self.beta_1, dtype), ops.cast(self.beta_2, dtype)
-        index = self._get_variable_index(variable)
-        m, v = self._momentums[index], self._velocities[index]
-        self.assign(m, b1 * m + (1 - b1) * g)
+        lr, g, t, b1, b2, m, v = self._prepare(gradient, variable, learning_rate)
         self.assign(v, b2 * v + (1 - b2) * ops.square(g))
         step_size = lr * ops.sqrt(1 - ops.power(b2, t)) / (1 - ops.power(b1, t))
         final_lr = self.final_lr * lr / self._initial_lr
