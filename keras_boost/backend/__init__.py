@@ -11,7 +11,11 @@ Each backend module exposes the same small functions that
   torch, a cross-replica cond on `tf.distribute`);
 - `assign_where(triples)`: keep or restore variables by a per-variable flag;
 - `static_value(x)`: a tensor's Python value when it is known on the host;
-- `run_on_replicas(fn, args, variable)`: eager work on every replica.
+- `run_on_replicas(fn, args, variable)`: eager work on every replica;
+- `replica_layout()`: replicas in sync and on this worker (1, 1 off TF);
+- TensorFlow only, for AdaSum: `in_replica_context()`, `all_gather_stacked`,
+  `assign_each(pairs)` and `local_gradients(optimizer)` (the wrapped
+  optimizer's own all-reduce switched off while it applies).
 """
 
 import importlib

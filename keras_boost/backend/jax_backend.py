@@ -14,7 +14,6 @@ from keras_boost.ops.dim_reduce import flatten
 from keras_boost.ops.dim_reduce import unflatten
 
 
-
 def _positions(all_variables, wanted):
     ids = {id(v): i for i, v in enumerate(all_variables)}
     return [ids[id(v)] for v in wanted]

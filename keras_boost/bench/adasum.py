@@ -40,6 +40,8 @@ import time
 import keras
 import numpy as np
 
+from keras_boost.bench.arguments import require_positive
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.adasum", description=__doc__.split("\n")[0])
@@ -53,9 +55,9 @@ def parse_args(argv):
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--output", default="bench_results/adasum_tensorflow.json")
     args = parser.parse_args(argv)
-    for name in ("replicas", "per_replica_batch", "seeds", "max_epochs", "timing_steps", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    require_positive(
+        parser, args, ("replicas", "per_replica_batch", "seeds", "max_epochs", "timing_steps", "repeats")
+    )
     return args
 
 

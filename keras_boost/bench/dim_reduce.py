@@ -33,6 +33,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.bench.arguments import require_positive
 from keras_boost.bench.machine import cpu_model
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
@@ -53,9 +54,9 @@ def parse_args(argv):
     parser.add_argument("--long-epochs", type=int, default=10, help="epochs of the long plain branch")
     parser.add_argument("--output", default="bench_results/dim_reduce.json")
     args = parser.parse_args(argv)
-    for name in ("seeds", "stage1_epochs", "every", "components", "batch_size", "long_epochs"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    require_positive(
+        parser, args, ("seeds", "stage1_epochs", "every", "components", "batch_size", "long_epochs")
+    )
     return args
 
 

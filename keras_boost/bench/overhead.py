@@ -53,6 +53,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.bench.arguments import require_positive
 from keras_boost.bench.machine import cpu_model
 from keras_boost.bench.workloads import copy_weights
 from keras_boost.bench.workloads import mnist_data
@@ -95,9 +96,7 @@ def parse_args(argv=None):
     for name, value in presets.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
-    for name in ("steps", "repeats", "warmup_steps", "batch_size"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    require_positive(parser, args, ("steps", "repeats", "warmup_steps", "batch_size"))
     return args
 
 
