@@ -18,8 +18,9 @@ each epoch; compilation of any later function (e.g. a freeze depth) counts.
 Level "O1" (the default) is LessBN (BatchNormalization removal, with the
 NormalizedDense head) plus gradient freezing; "O0" changes nothing in the
 math, so both runs reach the same accuracy and the times differ only by the
-overhead of boost's step. "O2" needs AdaSum, which is not implemented yet,
-and is reported as unavailable.
+overhead of boost's step. "O2" adds AdaSum, which acts only across replicas
+(a `tf.distribute` strategy); on one device `check_adasum_enable()` says so
+and O2 trains like O1.
 
 Run (about 1-2 minutes on 2 CPU cores):
 

@@ -12,12 +12,18 @@ The rule (adaptive mode):
    (with fewer blocks than groups, several depths train everything).
 2. Depth 0 (the full step) always runs first: it is the fallback, and its
    first calls measure the full step time `t0` and the cost of a trace.
-3. A requested depth `d` that has no function yet is traced only when
-   `remaining uses of d x expected saving per use > expected trace cost`.
-   The expected saving is measured once `d` has run; before that it is the
-   prior `0.6 * t0 * d / (n - 1)` (the deepest depth of the default
-   10-group schedule measured 0.39x the full step on the bench CNN). The
-   trace cost is the median of those measured so far.
+3. A requested depth `r` that has no function runs as the deepest kept
+   depth `f <= r` (rule 5), unless tracing a new depth `e` in `(f, r]` is
+   expected to pay back: `gain(e) > expected trace cost`, where
+   `gain(e) = sum over depths r' >= e whose current fallback is shallower
+   than e of remaining uses of r' x (saving(e) - saving(fallback of r'))`.
+   Counting the deeper requests that `e` would serve is what lets a long
+   run trace a few coarse depths (e.g. 3 and 6 of 10) where no single
+   depth repays its trace on its own uses. Of the candidates, the one with
+   the largest gain is traced. A depth's saving is its measured one once it
+   has run; before that the prior `0.6 * t0 * d / (n - 1)` (the deepest
+   depth of the default 10-group schedule measured 0.39x the full step on
+   the bench CNN). The trace cost is the median of those measured so far.
 4. A traced depth whose measured step saves less than 2% of `t0` is
    dropped.
 5. A depth that is not traced (or dropped) runs as the deepest kept depth
@@ -71,6 +77,8 @@ class DepthPlanner:
         self.dropped = set()      # traced, but saving less than MIN_SAVING
         self.declined = set()     # judged not worth tracing (for the report)
         self._calls = {}          # depth -> list of measured call seconds
+        self._measurements = 0    # record() calls so far
+        self._declined_at = {}    # requested depth -> _measurements when declined
         self._last = (None, None)  # (schedule step, chosen depth)
 
     @property
@@ -96,6 +104,7 @@ class DepthPlanner:
         """Records the wall time of one (synchronised) call of `depth`."""
         calls = self._calls.setdefault(depth, [])
         calls.append(float(seconds))
+        self._measurements += 1
         if depth not in self.traced:
             self.traced.append(depth)
         t0 = self.step_time(0)
@@ -127,17 +136,45 @@ class DepthPlanner:
 
         return max(0, upto(self.total_steps) - upto(min(start, self.total_steps)))
 
-    def _worth_tracing(self, depth, step):
+    def _saving(self, depth):
+        """Seconds saved per call of `depth`: measured, else the prior."""
         t0 = self.step_time(0)
-        costs = [c for c in (self.trace_cost(d) for d in self.traced) if c is not None]
-        if t0 is None or not costs:
-            return False  # depth 0 runs first and measures both
-        saving = PRIOR_DEEPEST_SAVING * t0 * depth / max(1, self.num_depths - 1)
-        return self._uses(depth, step) * saving > statistics.median(costs)
+        measured = self.step_time(depth)
+        if measured is not None:
+            return t0 - measured
+        return PRIOR_DEEPEST_SAVING * t0 * depth / max(1, self.num_depths - 1)
+
+    def _kept(self):
+        return [d for d in self.traced if d not in self.dropped]
 
     def _fallback(self, depth):
-        kept = [d for d in self.traced if d < depth and d not in self.dropped]
-        return max(kept, default=0)
+        """The deepest kept depth at or shallower than `depth`."""
+        return max((d for d in self._kept() if d <= depth), default=0)
+
+    def _gain(self, candidate, step):
+        """Expected seconds saved over the rest of the run by tracing `candidate`."""
+        total = 0.0
+        for requested in set(self.alias):
+            if requested < candidate:
+                continue
+            fallback = self._fallback(requested)
+            extra = self._saving(candidate) - self._saving(fallback)
+            if fallback < candidate and extra > 0:
+                total += self._uses(requested, step) * extra
+        return total
+
+    def _depth_to_trace(self, requested, step):
+        """Rule 3: the new depth worth tracing for this request, or None."""
+        costs = [c for c in (self.trace_cost(d) for d in self.traced) if c is not None]
+        if self.step_time(0) is None or not costs:
+            return None  # depth 0 runs first and measures both
+        cost = statistics.median(costs)
+        fallback = self._fallback(requested)
+        candidates = [e for e in range(fallback + 1, requested + 1)
+                      if self.alias[e] == e and e not in self.traced]
+        gains = {e: self._gain(e, step) for e in candidates}
+        best = max(gains, key=gains.get, default=None)
+        return best if best is not None and gains[best] > cost else None
 
     def choose(self, step, requested=None):
         """The depth to run at schedule step `step` (requested: the schedule's).
@@ -149,15 +186,19 @@ class DepthPlanner:
             return self._last[1]
         requested = int(self._table[step % len(self._table)] if requested is None else requested)
         depth = self.alias[requested]
-        if self.adaptive and depth != 0:
-            if depth in self.dropped:
-                depth = self._fallback(depth)
-            elif depth not in self.traced:
-                if self._worth_tracing(depth, step):
-                    self.declined.discard(depth)
-                else:
-                    self.declined.add(depth)
-                    depth = self._fallback(depth)
+        if self.adaptive and depth != 0 and (depth not in self.traced or depth in self.dropped):
+            # Remaining uses only shrink, so a declined request stays
+            # declined until a new measurement changes the estimates.
+            if self._declined_at.get(depth) == self._measurements:
+                new = None
+            else:
+                new = self._depth_to_trace(depth, step)
+                self._declined_at[depth] = self._measurements if new is None else None
+            if new == depth:
+                self.declined.discard(depth)
+            else:
+                self.declined.add(depth)
+            depth = self._fallback(depth) if new is None else new
         if not self.adaptive and depth not in self.traced:
             self.traced.append(depth)
         self._last = (step, depth)
@@ -174,5 +215,5 @@ class DepthPlanner:
             timing = "" if t is None else f": step {t * 1e3:.1f} ms, trace {c:.2f} s"
             lines.append(f"  depth {d} traced{timing}{' (dropped: no saving)' if d in self.dropped else ''}")
         if self.declined:
-            lines.append(f"  not worth tracing in this run: {sorted(self.declined)}")
+            lines.append(f"  run as a shallower depth (not worth a trace of their own): {sorted(self.declined)}")
         return "\n".join(lines)

@@ -132,3 +132,37 @@ def test_boost_model_traces_a_depth_only_on_first_use(monkeypatch, adaptive):
         assert set(traces) == {0, 1, 2, 3, 4}
     if keras.backend.backend() != "torch":  # torch runs the Python step every call
         assert all(count == 1 for count in traces.values())
+
+
+def simulated_run_seconds(adaptive, table, groups, steps, trace=1.0, t0=0.065, slope=0.05):
+    """Total seconds (steps + traces) of a run driven by the planner."""
+    planner = DepthPlanner(groups, adaptive=adaptive)
+    planner.set_schedule(table, total_steps=steps)
+    total, seen = 0.0, set()
+    for step in range(steps):
+        depth = planner.choose(step)
+        seconds = t0 * (1 - slope * depth) + (trace if depth not in seen else 0.0)
+        seen.add(depth)
+        total += seconds
+        if planner.needs_timing(depth):
+            planner.record(depth, seconds)
+    return total, planner
+
+
+def test_coarse_depths_are_traced_when_they_serve_deeper_requests():
+    # MindSpore's default schedule over 2,000 steps of 65 ms, a 1 s trace and
+    # 5% saved per frozen group: no depth repays its trace on its own uses
+    # (depth 9: ~13 uses x 29 ms), but a few coarse depths that also serve
+    # the deeper requests do.
+    n, steps = 10, 2000
+    table = boost.GradientFreeze(seed=0).generate_freeze_index_sequence(n, 1, 0.7, steps)
+    groups = [list(range(d, n)) for d in range(n)]
+    never = steps * 0.065 + 1.0
+    adaptive, planner = simulated_run_seconds(True, table, groups, steps)
+    every_depth, _ = simulated_run_seconds(False, table, groups, steps)
+    assert adaptive < never - 1.0 and adaptive < every_depth - 1.0
+    assert 2 <= len(planner.traced) < n
+    # A request runs as the deepest kept depth at or above it: never fewer
+    # variables trained than the schedule asked for.
+    for requested in range(n):
+        assert planner.choose(10_000 + requested, requested) <= requested
