@@ -11,6 +11,7 @@ from keras_boost import config
 from keras_boost import datasets
 from keras_boost import layers
 from keras_boost import ops
+from keras_boost import precision
 from keras_boost import schedules
 from keras_boost import surgery
 from keras_boost import tune

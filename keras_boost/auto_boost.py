@@ -18,6 +18,7 @@ from keras_boost.config import check_implemented
 from keras_boost.errors import NoEffectWarning
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
+from keras_boost.precision import resolve_precision
 from keras_boost.surgery.less_bn import REPORT_ATTR
 from keras_boost.surgery.less_bn import LessBN
 from keras_boost.validation import check_model
@@ -91,15 +92,31 @@ class AutoBoost:
         return model, optimizer
 
     def network_auto_process_model(self, model):
-        """The model-level part of `network_auto_process_train` (LessBN).
+        """The model-level part of `network_auto_process_train`: LessBN, then
+        the `common.precision` policy.
 
-        Returns the same model when no surgery is enabled, else a new one
-        (the input is never changed).
+        Returns the same model when neither changes anything, else a new one
+        (the input is never changed). With `precision="auto"` the timing
+        report is printed and kept as the new model's `precision_choice`.
         """
         check_model(model)
         check_implemented(self._config)
-        if not self._config["boost"]["less_bn"] or getattr(model, REPORT_ATTR, None) is not None:
-            return model  # off, or LessBN already applied
+        less_bn = self._config["boost"]["less_bn"]
+        if less_bn:
+            model = self._less_bn(model)
+        report = getattr(model, REPORT_ATTR, None)
+        model, choice = resolve_precision(model, self._config["common"]["precision"])
+        if report is not None and getattr(model, REPORT_ATTR, None) is None:
+            setattr(model, REPORT_ATTR, report)  # a precision copy of the LessBN model
+        if choice is not None:
+            model.precision_choice = choice
+        if less_bn:
+            exclude_grouped_kernels(model)
+        return model
+
+    def _less_bn(self, model):
+        if getattr(model, REPORT_ATTR, None) is not None:
+            return model  # LessBN already applied
         if not _has_layer_graph(model):
             warnings.warn(
                 f"less_bn: {model.name!r} is a subclassed model ({type(model).__name__}), "
@@ -107,13 +124,10 @@ class AutoBoost:
                 "removed (gradient centralization still applies through the optimizer). "
                 "Build it with the functional API to get the surgery.",
                 NoEffectWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
-            exclude_grouped_kernels(model)
             return model
-        model = LessBN(model, fn_flag=self._config["less_bn"]["fn_flag"])
-        exclude_grouped_kernels(model)
-        return model
+        return LessBN(model, fn_flag=self._config["less_bn"]["fn_flag"])
 
     def network_auto_process_eval(self, model):
         """Returns the inference model matching `network_auto_process_train`.

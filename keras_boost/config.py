@@ -173,6 +173,10 @@ SCHEMA = {
         # server and switches AdaSum off below 16 devices; "auto" takes the
         # strategy's replicas per worker.
         "device_number": ("auto", _auto_or_int(1)),
+        # Extension: the compute precision of the model BoostModel.from_model
+        # builds (None: the model's own; "auto": measured, see
+        # keras_boost.precision).
+        "precision": (None, _choice(None, "float32", "mixed_float16", "mixed_bfloat16", "auto")),
     },
     "less_bn": {"fn_flag": (True, _bool), "gc_flag": (True, _bool)},
     "grad_freeze": {

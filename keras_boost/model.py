@@ -35,6 +35,7 @@ from keras_boost.optimizers.adasum import adasum_status
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
+from keras_boost.precision import model_policies
 from keras_boost.optimizers.dim_reduce import DimReduce
 from keras_boost.ops.dim_reduce import flatten
 from keras_boost.ops.dim_reduce import unflatten
@@ -115,6 +116,19 @@ class BoostModel(keras.Model):
         self._boost_total_updates = None
         if boost.config["boost"]["less_bn"]:
             self._boost_warn_unprocessed_graph()
+        self._boost_warn_unapplied_precision()
+
+    def _boost_warn_unapplied_precision(self):
+        precision = self._auto_boost.config["common"]["precision"]
+        if precision is None or model_policies(self) <= {precision}:
+            return
+        warnings.warn(
+            f"BoostModel(boost_config_dict={{'common': {{'precision': {precision!r}}}}}) trains the "
+            f"layers it is given, which compute in {sorted(model_policies(self))}: build it with "
+            "BoostModel.from_model(model, boost_config_dict=...) to get the precision applied.",
+            NoEffectWarning,
+            stacklevel=3,
+        )
 
     def _boost_warn_unprocessed_graph(self):
         removable = find_less_bn(self).num_removed
@@ -168,8 +182,13 @@ class BoostModel(keras.Model):
                 "overflow check need BoostModel's train_step."
             )
         boost = AutoBoost(boost_level, boost_config_dict)
-        if boost.config["boost"]["less_bn"]:
+        if boost.config["boost"]["less_bn"] or boost.config["common"]["precision"] is not None:
             model = boost.network_auto_process_model(model)
+        choice = getattr(model, "precision_choice", None)
+        if boost.config["common"]["precision"] == "auto" and choice is not None:
+            # The model keeps the measured decision, so a reload needs no new timing.
+            boost_config_dict = boost.config
+            boost_config_dict["common"]["precision"] = choice.policy
         inputs, outputs = _graph_io(model)
         if inputs is None:
             shape = input_shape
@@ -191,9 +210,9 @@ class BoostModel(keras.Model):
             loss_scale=loss_scale,
             name=name or f"{model.name}_boost",
         )
-        report = getattr(model, "less_bn_report", None)
-        if report is not None:
-            boosted.less_bn_report = report  # what LessBN removed, to print
+        for attribute in ("less_bn_report", "precision_choice"):  # what the surgery did, to print
+            if getattr(model, attribute, None) is not None:
+                setattr(boosted, attribute, getattr(model, attribute))
         return boosted
 
     # --- configuration seen by the step -------------------------------------

@@ -37,7 +37,8 @@ def test_resolved_config_is_complete_with_mindspore_defaults():
     assert resolved["less_bn"] == {"fn_flag": True, "gc_flag": True}
     # device_number: "auto" (the strategy's replicas per worker), not
     # MindSpore's hard-coded Ascend server of 8, which disables AdaSum below 16.
-    assert resolved["common"] == {"gradient_split_groups": None, "device_number": "auto"}
+    # precision (an extension): None keeps the model's own dtype policy.
+    assert resolved["common"] == {"gradient_split_groups": None, "device_number": "auto", "precision": None}
     assert resolved["adasum"] == {"reduce_on": "grad", "hierarchical": False}
     assert resolved["grad_accumulation"] == {"grad_accumulation_step": 1}
     assert resolved["dim_reduce"]["n_components"] == 32

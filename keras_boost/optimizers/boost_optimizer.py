@@ -162,6 +162,16 @@ class BoostOptimizer(OptimizerWrapper):
                 NoEffectWarning,
                 stacklevel=4,
             )
+        precision = self._boost_config["common"]["precision"]
+        if precision is not None and not self.model_surgery_handled:
+            warnings.warn(
+                f"common.precision={precision!r} sets the model's dtype policy, which an "
+                "optimizer cannot change: use BoostModel.from_model(model, boost_config_dict=...) "
+                "or AutoBoost(level, config).network_auto_process_train(model, optimizer), "
+                "or boost.precision.with_precision(model, policy).",
+                NoEffectWarning,
+                stacklevel=4,
+            )
 
     @property
     def boost_level(self):

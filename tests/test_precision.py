@@ -1,0 +1,165 @@
+"""The config's common.precision: the policy of the model BoostModel builds, and "auto"."""
+
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+from conftest import dense_graph
+from conftest import regression_data
+from keras_boost.precision import choose_precision
+from keras_boost.bench import residual_cnn
+from keras_boost.precision import with_precision
+
+
+def plain_model():
+    return keras.Model(*dense_graph(seed=0))
+
+
+def compute_dtypes(model):
+    return {layer.name: layer.compute_dtype for layer in model.layers[1:]}
+
+
+def test_unknown_precision_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"common.precision.*'fp16'"):
+        boost.AutoBoost("O0", {"common": {"precision": "fp16"}})
+    assert boost.AutoBoost("O0").config["common"]["precision"] is None
+
+
+@pytest.mark.parametrize("policy, dtype", [("mixed_float16", "float16"), ("mixed_bfloat16", "bfloat16")])
+def test_with_precision_copies_the_model_in_the_policy(restore_policy, policy, dtype):
+    model = plain_model()
+    converted = with_precision(model, policy)
+    assert converted is not model
+    assert set(compute_dtypes(converted).values()) == {dtype}
+    assert all(v.dtype == "float32" for v in converted.weights)  # mixed: float32 variables
+    for a, b in zip(model.get_weights(), converted.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    assert set(compute_dtypes(model).values()) == {"float32"}  # the input is untouched
+    assert keras.config.dtype_policy().name == "float32"
+    assert with_precision(converted, policy) is converted  # nothing to change
+
+
+def test_with_precision_refuses_a_subclassed_model_and_bad_policies():
+    class Net(keras.Model):
+        def __init__(self):
+            super().__init__()
+            self.dense = keras.layers.Dense(2)
+
+        def call(self, x):
+            return self.dense(x)
+
+    net = Net()
+    net(np.zeros((1, 3), "float32"))
+    with pytest.raises(ValueError, match="subclassed.*set_dtype_policy"):
+        with_precision(net, "mixed_bfloat16")
+    with pytest.raises(ValueError, match="precision must be one of.*'int8'"):
+        with_precision(plain_model(), "int8")
+
+
+def test_from_model_applies_the_policy_and_loss_scaling_only_for_float16(restore_policy):
+    model = plain_model()
+    half = boost.BoostModel.from_model(model, "O0", {"common": {"precision": "mixed_float16"}})
+    assert set(compute_dtypes(half).values()) == {"float16"}
+    assert half.loss_scale is not None
+    bf16 = boost.BoostModel.from_model(model, "O0", {"common": {"precision": "mixed_bfloat16"}})
+    assert set(compute_dtypes(bf16).values()) == {"bfloat16"}
+    assert bf16.loss_scale is None
+    back = boost.BoostModel.from_model(half, "O0", {"common": {"precision": "float32"}})
+    assert set(compute_dtypes(back).values()) == {"float32"} and back.loss_scale is None
+    # The precision copy trains (loss scaling on for float16).
+    x, y = regression_data()
+    half.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    history = half.fit(x, y, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all()
+    assert "loss_scale" in history.history
+
+
+def test_precision_with_less_bn_keeps_the_surgery_report(restore_policy):
+    model = residual_cnn(seed=0)
+    removable = boost.surgery.find_less_bn(model).num_removed
+    boosted = boost.BoostModel.from_model(model, "O1", {"common": {"precision": "mixed_bfloat16"}})
+    assert removable > 0 and boosted.less_bn_report.num_removed == removable
+    assert len(boosted.layers) == len(model.layers) - removable
+    assert set(compute_dtypes(boosted).values()) == {"bfloat16"}
+
+
+def fake_timer(times, finite=None, broken=()):
+    def timer(model, x, steps):
+        policy = model.layers[-1].dtype_policy.name
+        if policy in broken:
+            raise RuntimeError(f"{policy} kernels are not available")
+        return times[policy], (finite or {}).get(policy, True)
+
+    return timer
+
+
+def test_auto_keeps_the_fastest_finite_precision():
+    model = plain_model()
+    times = {"float32": 0.010, "mixed_float16": 0.006, "mixed_bfloat16": 0.008}
+    assert choose_precision(model, timer=fake_timer(times)).policy == "mixed_float16"
+    # float16 overflows: the next fastest is kept.
+    choice = choose_precision(model, timer=fake_timer(times, finite={"mixed_float16": False}))
+    assert choice.policy == "mixed_bfloat16"
+    assert "loss not finite" in str(choice)
+    # A precision that cannot run is skipped, with the reason in the report.
+    choice = choose_precision(model, timer=fake_timer(times, broken={"mixed_float16"}))
+    assert choice.policy == "mixed_bfloat16" and choice.seconds_per_step["mixed_float16"] is None
+    assert "kernels are not available" in str(choice)
+
+
+def test_auto_needs_the_margin_to_leave_float32():
+    model = plain_model()
+    times = {"float32": 0.010, "mixed_bfloat16": 0.0097}
+    choice = choose_precision(model, candidates=["mixed_bfloat16"], timer=fake_timer(times))
+    assert choice.policy == "float32"
+    choice = choose_precision(model, candidates=["mixed_bfloat16"], margin=0.0, timer=fake_timer(times))
+    assert choice.policy == "mixed_bfloat16"
+
+
+def test_auto_measures_once_per_model_signature():
+    model = plain_model()
+    first = choose_precision(model, candidates=["mixed_bfloat16"], steps=1, batch_size=8)
+    assert not first.cached and first.seconds_per_step["float32"] > 0
+    again = choose_precision(keras.Model(*dense_graph(seed=3)), candidates=["mixed_bfloat16"], steps=1,
+                             batch_size=8)
+    assert again.cached and again.policy == first.policy  # same structure, same answer
+
+
+def test_auto_through_from_model_reports_and_keeps_its_choice(capsys, tmp_path):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", boost.NoEffectWarning)
+        boosted = boost.BoostModel.from_model(plain_model(), "O0", {"common": {"precision": "auto"}})
+    policy = boosted.precision_choice.policy
+    assert "precision:" in capsys.readouterr().out
+    # The decision, not "auto", is the model's config: a reload times nothing.
+    assert boosted.boost_config["common"]["precision"] == policy
+    boosted.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    path = str(tmp_path / "auto.keras")
+    boosted.save(path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", boost.NoEffectWarning)
+        loaded = keras.saving.load_model(path)
+    assert loaded.boost_config["common"]["precision"] == policy
+    assert compute_dtypes(loaded) == compute_dtypes(boosted)
+    assert "precision:" not in capsys.readouterr().out
+
+
+def test_precision_that_cannot_apply_warns():
+    config = {"common": {"precision": "mixed_bfloat16"}}
+    with pytest.warns(boost.NoEffectWarning, match="from_model"):
+        boost.BoostModel(*dense_graph(seed=0), boost_config_dict=config)
+    model = plain_model()
+    model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.01), "O0", config), loss="mse")
+    x, y = regression_data(n=8)
+    with pytest.warns(boost.NoEffectWarning, match="precision"):
+        model.fit(x, y, verbose=0)
+
+
+def test_bad_arguments_of_choose_precision():
+    with pytest.raises(ValueError, match="margin"):
+        choose_precision(plain_model(), margin=1.5)
+    with pytest.raises(ValueError, match="precision must be one of"):
+        choose_precision(plain_model(), candidates=["float8"])
