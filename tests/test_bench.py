@@ -341,3 +341,22 @@ def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
     assert run["dim_reduce"]["steps"] == 2 * math.ceil(4000 / 64)
     assert 0 < run["dim_reduce"]["accepted_steps"] <= run["dim_reduce"]["steps"]
     assert json.loads((tmp_path / "dr.json").read_text())["median_accuracy"]["dim_reduce"] > 0.1
+
+
+def test_precision_bench_times_every_policy_and_refuses_bad_arguments(capsys):
+    from keras_boost.bench import precision as precision_bench
+
+    args = precision_bench.parse_args(["--steps", "1", "--repeats", "1"])
+    measured = precision_bench.precision_step_times(harness.tiny_workload(), args)
+    assert set(measured["ratio_to_float32"]) == {"float32", "mixed_float16", "mixed_bfloat16"}
+    assert measured["ratio_to_float32"]["float32"] == 1.0
+    assert all(t > 0 for t in measured["median_seconds_per_step"].values())
+    with pytest.raises(SystemExit):
+        precision_bench.parse_args(["--repeats", "0"])
+    assert "--repeats must be >= 1, got 0" in capsys.readouterr().err
+
+
+def test_cpu_flags_are_a_subset_of_what_is_asked():
+    from keras_boost.bench.machine import cpu_flags
+
+    assert set(cpu_flags(("avx2", "no_such_flag"))) <= {"avx2"}

@@ -16,3 +16,20 @@ def cpu_model():
     except OSError:
         pass
     return platform.processor() or platform.machine()
+
+
+# The instruction-set flags that decide whether a lower precision is fast.
+PRECISION_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_tile")
+
+
+def cpu_flags(wanted=PRECISION_FLAGS):
+    """Which of `wanted` the CPU reports in /proc/cpuinfo (empty if unknown)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("flags"):
+                    present = set(line.split(":", 1)[1].split())
+                    return [flag for flag in wanted if flag in present]
+    except OSError:
+        pass
+    return []
