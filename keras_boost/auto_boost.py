@@ -89,6 +89,13 @@ class AutoBoost:
         # gc_flag adds GradientCentralization innermost in BoostOptimizer's chain.
         optimizer = BoostOptimizer(optimizer, self._level, self._config)
         optimizer.model_surgery_handled = True  # done just above
+        if self._config["boost"]["loss_scale_group"]:
+            warnings.warn(
+                "loss_scale_group acts in BoostModel's train step, not in the (model, optimizer) "
+                "pair returned here: use BoostModel.from_model(model, boost_config_dict=...).",
+                NoEffectWarning,
+                stacklevel=2,
+            )
         return model, optimizer
 
     def network_auto_process_model(self, model):

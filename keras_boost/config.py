@@ -352,7 +352,7 @@ def enabled_algorithms(config):
 
 # Algorithms that exist in this version. An enabled algorithm outside this set
 # raises NotImplementedError where it is requested, never a silent no-op.
-IMPLEMENTED = frozenset({"adasum", "dim_reduce", "grad_accumulation", "grad_freeze", "less_bn"})
+IMPLEMENTED = frozenset({"adasum", "dim_reduce", "grad_accumulation", "grad_freeze", "less_bn", "loss_scale_group"})
 
 
 def check_implemented(config):

@@ -27,6 +27,7 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.errors import reraise_with_context
 from keras_boost.freeze_planner import DepthPlanner
 from keras_boost.grad_freeze import GradientFreeze
+from keras_boost.layers.group_loss_scale import GroupLossScaleManager
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
 from keras_boost.optimizers.accumulation import find_gradient_accumulation
@@ -35,13 +36,14 @@ from keras_boost.optimizers.adasum import adasum_status
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
-from keras_boost.precision import model_policies
 from keras_boost.optimizers.dim_reduce import DimReduce
 from keras_boost.ops.dim_reduce import flatten
 from keras_boost.ops.dim_reduce import unflatten
 from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
 from keras_boost.optimizers.freeze import DEFAULT_TABLE_STEPS
 from keras_boost.optimizers.freeze import FreezeOptimizer
+from keras_boost.precision import model_policies
+from keras_boost import ops as kb_ops
 from keras_boost.surgery import find_less_bn
 from keras_boost.validation import check_model
 from keras_boost.validation import check_optimizer
@@ -110,6 +112,16 @@ class BoostModel(keras.Model):
             )
         super().__init__(*args, **kwargs)
         self._auto_boost = boost
+        if boost.config["boost"]["loss_scale_group"]:
+            # The per-group scales replace the single one.
+            if loss_scale not in ("auto", None):
+                raise ValueError(
+                    "loss_scale_group scales the gradients per group with the model's "
+                    f"GroupLossScaleManager; it replaces loss_scale={loss_scale!r}: pass "
+                    "loss_scale='auto' or None."
+                )
+            self._boost_group_manager()  # a clear error now if the model has none
+            loss_scale = None
         self._boost_loss_scale = resolve_loss_scale(loss_scale, _uses_float16(self))
         self._boost_loss_scale_arg = loss_scale
         self._boost_depth = 0
@@ -261,6 +273,11 @@ class BoostModel(keras.Model):
                 "DimReduce runs on one replica in this version (its line search would need the "
                 "loss averaged over replicas); compile outside the tf.distribute strategy."
             )
+        if find_in_chain(optimizer, DimReduce) is not None and self._boost_group_manager() is not None:
+            raise ValueError(
+                "DimReduce's step does not combine with loss_scale_group in this version: "
+                "switch one of them off."
+            )
         if self._boost_loss_scale is not None:
             # The chain scales the loss; Keras must not add a LossScaleOptimizer.
             kwargs["auto_scale_loss"] = False
@@ -373,6 +390,32 @@ class BoostModel(keras.Model):
     def _boost_scaler(self):
         """The chain's DynamicLossScaleOptimizer, or None."""
         return find_in_chain(getattr(self, "optimizer", None), DynamicLossScaleOptimizer)
+
+    def _boost_group_manager(self):
+        """The model's GroupLossScaleManager when loss_scale_group is on, else None."""
+        if not self._auto_boost.config["boost"]["loss_scale_group"]:
+            return None
+        managers = [layer for layer in self._flatten_layers(include_self=False)
+                    if isinstance(layer, GroupLossScaleManager)]
+        if len(managers) != 1:
+            raise ValueError(
+                f"loss_scale_group needs exactly one boost.layers.GroupLossScaleManager called at "
+                f"the group boundaries of the model; {self.name!r} has {len(managers)}."
+            )
+        return managers[0]
+
+    def _boost_group_scaled_apply(self, seam, manager, grads, trained):
+        """Unscales each gradient by the scale its group used, applies the
+        update only if no group overflowed (on any replica), then updates
+        the scales. Returns `(finite, group_finite)`."""
+        scales = manager.scales.value
+        group_of = manager.group_of(trained, self)
+        grads = kb_ops.unscale_by_group(list(grads), scales, group_of)
+        group_finite = seam.all_replicas(kb_ops.group_all_finite(grads, group_of, manager.num_groups))
+        finite = keras.ops.all(group_finite)
+        seam.apply_if(finite, self.optimizer.apply, (grads, trained))
+        manager.scales.assign(kb_ops.update_group_scales(scales, group_finite))
+        return finite
 
     def _boost_trained_variables(self):
         """The variables this step differentiates and updates.
@@ -492,14 +535,21 @@ class BoostModel(keras.Model):
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
         trained = self._boost_trained_variables()
         scaler = self._boost_scaler()
-        if scaler is not None:
+        manager = self._boost_group_manager()
+        if scaler is not None or manager is not None:
             # The forward pass updates state (BatchNorm moving statistics);
             # an overflowing step must leave it untouched too.
-            forward_state = list(self.non_trainable_variables)
+            forward_state = [v for v in self.non_trainable_variables
+                             if manager is None or v is not manager.scales]
             saved = [keras.ops.copy(v.value) for v in forward_state]
         y_pred, grads = seam.loss_and_grads(self, x, y, sample_weight, trained, self.optimizer)
         extra_logs = {}
-        if scaler is None:
+        if manager is not None:
+            finite = self._boost_group_scaled_apply(seam, manager, grads, trained)
+            for variable, value in zip(forward_state, saved):
+                variable.assign(keras.ops.where(finite, variable.value, value))
+            extra_logs = {"overflow": 1.0 - keras.ops.cast(finite, "float32")}
+        elif scaler is None:
             seam.apply(self.optimizer.apply, (grads, trained))
         else:
             finite = seam.apply(scaler.apply_and_check, (grads, trained))

@@ -10,6 +10,7 @@ from keras import ops
 from keras import StatelessScope
 from keras.src.trainers.data_adapters import data_adapter_utils
 
+from keras_boost import ops as kb_ops
 from keras_boost.ops.dim_reduce import flatten
 from keras_boost.ops.dim_reduce import unflatten
 
@@ -82,7 +83,12 @@ def train_step(model, state, data):
 
     optimizer_vars = list(optimizer_vars)
     extra_logs = {}
-    if scaler is None:
+    manager = model._boost_group_manager()
+    if manager is not None:
+        new_trainable, optimizer_vars, non_trainable, finite = _group_scaled_apply(
+            model, manager, optimizer_vars, grads, trainable, trained_pos, non_trainable, non_trainable_before)
+        extra_logs = {"overflow": 1.0 - ops.cast(finite, "float32")}
+    elif scaler is None:
         new_trainable, optimizer_vars = optimizer.stateless_apply(optimizer_vars, grads, trainable)
         optimizer_vars = list(optimizer_vars)
     else:
@@ -110,6 +116,29 @@ def train_step(model, state, data):
     )
     logs = {**logs, **extra_logs}
     return logs, (new_trainable, non_trainable, optimizer_vars, metrics_vars)
+
+
+def _group_scaled_apply(model, manager, optimizer_vars, grads, trainable, trained_pos, non_trainable, before):
+    """Per-group loss scaling, stateless: unscale by the scales the forward
+    pass used, update only when no group overflowed, then the new scales."""
+    scale_pos = _positions(model.non_trainable_variables, [manager.scales])[0]
+    scales = before[scale_pos]
+    group_of = manager.group_of([model.trainable_variables[p] for p in trained_pos], model)
+    trained_grads = kb_ops.unscale_by_group([grads[p] for p in trained_pos], scales, group_of)
+    grads = list(grads)
+    for pos, grad in zip(trained_pos, trained_grads):
+        grads[pos] = grad
+    group_finite = kb_ops.group_all_finite(trained_grads, group_of, manager.num_groups)
+    finite = ops.all(group_finite)
+
+    def update():
+        new_trainable, new_vars = model.optimizer.stateless_apply(optimizer_vars, grads, trainable)
+        return list(new_trainable), list(new_vars)
+
+    new_trainable, optimizer_vars = ops.cond(finite, update, lambda: (list(trainable), list(optimizer_vars)))
+    non_trainable = [ops.where(finite, new, old) for new, old in zip(non_trainable, before)]
+    non_trainable[scale_pos] = kb_ops.update_group_scales(scales, group_finite)
+    return new_trainable, optimizer_vars, non_trainable, finite
 
 
 def _dim_reduce_train_step(model, dim_reduce, state, data):

@@ -1,3 +1,4 @@
-"""Layers keras_boost adds to models (`NormalizedDense`: LessBN's head)."""
+"""Layers keras_boost adds to models (`NormalizedDense`: LessBN's head; `GroupLossScaleManager`: per-group loss scales)."""
 
+from keras_boost.layers.group_loss_scale import GroupLossScaleManager
 from keras_boost.layers.normalized_dense import NormalizedDense

@@ -162,6 +162,15 @@ class BoostOptimizer(OptimizerWrapper):
                 NoEffectWarning,
                 stacklevel=4,
             )
+        if self._boost_config["boost"]["loss_scale_group"] and not self.model_surgery_handled:
+            warnings.warn(
+                "loss_scale_group acts in BoostModel's train step (the per-group unscale and "
+                "overflow skip); an optimizer on a plain model cannot do it. Use "
+                "BoostModel.from_model(model, boost_config_dict=...) with a "
+                "boost.layers.GroupLossScaleManager in the model.",
+                NoEffectWarning,
+                stacklevel=4,
+            )
         precision = self._boost_config["common"]["precision"]
         if precision is not None and not self.model_surgery_handled:
             warnings.warn(
