@@ -1,4 +1,5 @@
-"""Layers keras_boost adds to models (`NormalizedDense`: LessBN's head; `GroupLossScaleManager`: per-group loss scales)."""
+"""Layers keras_boost adds to models (`NormalizedDense`: LessBN's head; `GroupLossScaleManager`: per-group loss scales; `ProgressiveResize`)."""
 
 from keras_boost.layers.group_loss_scale import GroupLossScaleManager
 from keras_boost.layers.normalized_dense import NormalizedDense
+from keras_boost.layers.progressive_resize import ProgressiveResize
