@@ -12,11 +12,14 @@ from keras_boost import datasets
 from keras_boost import layers
 from keras_boost import ops
 from keras_boost import precision
+from keras_boost import pruning
+from keras_boost import quantization
 from keras_boost import schedules
 from keras_boost import surgery
 from keras_boost import tune
 from keras_boost.auto_boost import AutoBoost
 from keras_boost.auto_boost import wrap
+from keras_boost.distill import Distiller
 from keras_boost.errors import NoEffectWarning
 from keras_boost.grad_freeze import GradientFreeze
 from keras_boost.loss_scale import DynamicLossScale
@@ -41,4 +44,6 @@ from keras_boost import saving as _saving
 _saving.register_plain_names([
     AdaBelief, AdaBound, AdaSum, BoostModel, BoostOptimizer, LARS, DimReduce, DynamicLossScaleOptimizer, FreezeOptimizer,
     GradientAccumulation, GradientCentralization, layers.NormalizedDense, schedules.OneCycle,
+    Distiller, layers.GroupLossScaleManager, layers.ProgressiveResize, pruning.PruneLowMagnitude,
+    quantization.QuantizeAwareDense,
 ])
