@@ -20,6 +20,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 import keras
 import numpy as np
@@ -140,8 +141,12 @@ def test_mirrored_stock_loss_scale_optimizer_control(mirrored):
 # --- MultiWorkerMirroredStrategy, 2 processes on loopback -------------------
 
 
-def _run_workers(script, n, out_dir, timeout=240, args=(), expect_rc=0, outputs_name="worker{}.npz"):
-    """Runs `script` as the n workers of a loopback cluster; returns their npz."""
+def _run_workers(script, n, out_dir, timeout=240, args=(), expect_rc=0, outputs_name="worker{}.npz",
+                 kill_rest_when_one_exits=False):
+    """Runs `script` as the n workers of a loopback cluster; returns their npz.
+
+    `kill_rest_when_one_exits`: once any worker has exited, SIGKILL the others
+    (they are blocked in a collective with the lost worker)."""
     ports = _free_ports(n)
     cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
     procs = []
@@ -156,6 +161,13 @@ def _run_workers(script, n, out_dir, timeout=240, args=(), expect_rc=0, outputs_
             )
         )
     outputs = []
+    if kill_rest_when_one_exits:
+        deadline = time.monotonic() + timeout
+        while all(proc.poll() is None for proc in procs) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
     try:
         for proc in procs:
             outputs.append(proc.communicate(timeout=timeout))
@@ -326,3 +338,77 @@ def test_multi_worker_o2_resumes_after_preemption_with_backup_and_restore(tmp_pa
         for key in (k for k in worker if k.startswith("final_")):
             np.testing.assert_allclose(worker[key], full[0][key], rtol=1e-5, atol=1e-6)
             assert np.array_equal(worker[key], resumed[0][key])
+
+
+def test_multi_worker_resumes_after_a_worker_is_killed_mid_epoch(tmp_path):
+    # O2 + freezing + accumulation + dynamic loss scaling: every piece of
+    # keras_boost state must come back for the run to end where it would have.
+    script = "mwms_kill_worker.py"
+    full = _run_workers(script, 2, tmp_path, args=("full",), outputs_name="full_worker{}.npz")
+    _run_workers(script, 2, tmp_path, args=("killed",), expect_rc=-9, kill_rest_when_one_exits=True)
+    resumed = _run_workers(script, 2, tmp_path, args=("resume",), outputs_name="resume_worker{}.npz")
+    assert full[0]["epochs_run"].tolist() == [0, 1, 2, 3]
+    scale = next(k for k in full[0] if k.endswith("dynamic_scale"))
+    assert float(full[0][scale]) > 16.0  # the loss scale moved during the run
+    for worker in resumed:
+        assert worker["epochs_run"].tolist() == [2, 3]  # restored at the last epoch end
+        assert sorted(worker) == sorted(full[0])
+        for key in (k for k in worker if k != "epochs_run"):
+            np.testing.assert_allclose(worker[key], full[0][key], rtol=1e-6, atol=1e-7, err_msg=key)
+
+
+# --- MirroredStrategy, compressed all-reduce -------------------------------------
+
+
+@pytest.fixture(scope="module")
+def compressed_runs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("mirrored_compressed")
+    runs = {}
+    for n in (2, 4):
+        proc = subprocess.run(
+            [sys.executable, os.path.join(SCRIPTS, "mirrored_compressed.py"), str(out), str(n)],
+            env=_env(), capture_output=True, timeout=300,
+        )
+        assert proc.returncode == 0, f"mirrored_compressed.py {n} exited with {proc.returncode}\n{_tail(proc.stderr)}"
+        runs[n] = dict(np.load(out / f"compressed{n}.npz"))
+    return runs
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("feedback", ["plain", "ef"])
+def test_compressed_all_reduce_equals_the_cast_numpy_reference(compressed_runs, n, dtype, feedback):
+    run, name = compressed_runs[n], f"{dtype}_{feedback}"
+    got, want, exact = run[f"{name}_got"], run[f"{name}_want"], run[f"{name}_exact"]
+    if n == 2:  # one 16-bit add: the reference is exact
+        np.testing.assert_array_equal(got, want)
+    else:
+        # Summing 4 values, the collective's order of 16-bit adds is not
+        # the reference's everywhere (and a last-bit gradient difference can
+        # flip a rounding): a few elements differ by a few last-place units
+        # of a step over the 3 steps, the rest agree exactly.
+        ulp = {"bfloat16": 2.0**-8, "float16": 2.0**-11}[dtype]
+        step_ulp = 0.1 * ulp * np.abs(want).max()
+        assert np.abs(got - want).max() <= 9 * step_ulp
+        assert np.mean(np.abs(got - want) > 1e-7) <= 0.15
+    assert np.mean(np.abs(got - exact) > 1e-7) >= 0.3  # the cast did act
+    assert run[f"{name}_skipped"] == 0
+
+
+def test_compressed_float16_overflow_skips_the_step_everywhere(compressed_runs):
+    run = compressed_runs[2]
+    np.testing.assert_array_equal(run["overflow_got"], run["overflow_want"])
+    assert run["overflow_skipped"] == 1
+
+
+def test_compressed_error_feedback_survives_a_skipped_overflow(compressed_runs):
+    run = compressed_runs[2]
+    assert run["overflow_ef_skipped"] == 1
+    got, want = run["overflow_ef_got"], run["overflow_ef_want"]
+    assert np.isfinite(got).all()
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-3 * np.abs(want).max())
+
+
+def test_compressed_all_reduce_halves_the_bytes_on_the_wire(compressed_runs):
+    run = compressed_runs[2]
+    assert run["wire_bytes_bf16"] * 2 == run["wire_bytes_f32"] > 0

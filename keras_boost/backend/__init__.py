@@ -13,9 +13,10 @@ Each backend module exposes the same small functions that
 - `static_value(x)`: a tensor's Python value when it is known on the host;
 - `run_on_replicas(fn, args, variable)`: eager work on every replica;
 - `replica_layout()`: replicas in sync and on this worker (1, 1 off TF);
-- TensorFlow only, for AdaSum: `in_replica_context()`, `all_gather_stacked`,
-  `assign_each(pairs)` and `local_gradients(optimizer)` (the wrapped
-  optimizer's own all-reduce switched off while it applies).
+- TensorFlow only, for AdaSum and CompressedAllReduce: `in_replica_context()`,
+  `all_gather_stacked`, `all_reduce_sum`, `assign_each(pairs)` and
+  `local_gradients(optimizer)` (the wrapped optimizer's own all-reduce
+  switched off while it applies).
 """
 
 import importlib

@@ -160,6 +160,12 @@ def all_gather_stacked(tensors):
     return [tf.reshape(g, [n, *t.shape]) for g, t in zip(gathered, tensors)]
 
 
+def all_reduce_sum(tensors):
+    """The SUM over replicas of each tensor, in its own dtype (replica context)."""
+    ctx = tf.distribute.get_replica_context()
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.convert_to_tensor(t) for t in tensors])
+
+
 _local_gradients_lock = threading.Lock()
 _local_gradients_users = {}
 

@@ -1,18 +1,24 @@
-"""AdaSum against Keras' mean all-reduce on N replicas (TensorFlow backend).
+"""AdaSum and the compressed all-reduce against Keras' mean all-reduce on N replicas.
 
 Splits this machine's CPU into `--replicas` logical devices under
-`MirroredStrategy` and trains the quickstart residual CNN at a large global
-batch (replicas x `--per-replica-batch`), twice per seed: SGD with momentum
-and the same cosine schedule, with the gradients combined by
+`MirroredStrategy` (TensorFlow backend) and trains the quickstart residual
+CNN at a large global batch (replicas x `--per-replica-batch`), once per
+seed and mode: SGD with momentum and the same cosine schedule, with the
+gradients combined by (`--modes`, default `mean,adasum`)
 
 - `mean`: Keras' own all-reduce (the mean of the replicas' gradients);
-- `adasum`: `boost.AdaSum(optimizer)` (the AdaSum tree over the replicas).
+- `adasum`: `boost.AdaSum(optimizer)` (the AdaSum tree over the replicas);
+- `bf16`, `bf16-ef`, `f16`: `boost.optimizers.CompressedAllReduce` in
+  bfloat16 (without / with error feedback) or float16.
+
+Bytes on the wire: what one replica hands the all-reduce per step (its
+gradients in the wire dtype; AdaSum's all-gather sends float32).
 
 Measured, in one process:
 
 (a) step time: after a warm-up fit of each, `--repeats` interleaved timed
-    epochs of `--timing-steps` steps per mode, alternating which goes first;
-    the per-repeat ratio adasum / mean, median and min-max;
+    epochs of `--timing-steps` steps per mode, rotating which goes first;
+    the per-repeat ratio mode / mean, median and min-max;
 (b) epochs to the target accuracy (`--target`, the quickstart's 0.93): each
     run trains up to `--max-epochs` epochs (the schedule spans them all),
     evaluated after every epoch, and stops at the first epoch that reaches
@@ -25,6 +31,7 @@ Example:
 
 ```shell
 python -m keras_boost.bench.adasum --replicas 8 --seeds 2 --output adasum.json
+python -m keras_boost.bench.adasum --replicas 4 --modes mean,bf16,bf16-ef --output compressed.json
 ```
 """
 
@@ -42,6 +49,8 @@ import numpy as np
 
 from keras_boost.bench.arguments import require_positive
 
+MODES = ("mean", "adasum", "bf16", "bf16-ef", "f16")
+
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.adasum", description=__doc__.split("\n")[0])
@@ -53,8 +62,15 @@ def parse_args(argv):
     parser.add_argument("--target", type=float, default=0.93)
     parser.add_argument("--timing-steps", type=int, default=6)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--modes", default="mean,adasum",
+                        help=f"comma-separated, from {','.join(MODES)}; mean is always run")
     parser.add_argument("--output", default="bench_results/adasum_tensorflow.json")
     args = parser.parse_args(argv)
+    modes = [m.strip() for m in args.modes.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown:
+        parser.error(f"--modes: unknown {unknown}; valid: {list(MODES)}")
+    args.modes = ["mean", *[m for m in dict.fromkeys(modes) if m != "mean"]]
     require_positive(
         parser, args, ("replicas", "per_replica_batch", "seeds", "max_epochs", "timing_steps", "repeats")
     )
@@ -129,10 +145,14 @@ def run(argv=None):
             optimizer = keras.optimizers.SGD(schedule, momentum=0.9)
             if mode == "adasum":
                 optimizer = boost.AdaSum(optimizer)
+            elif mode != "mean":
+                optimizer = boost.optimizers.CompressedAllReduce(
+                    optimizer, dtype="float16" if mode == "f16" else "bfloat16",
+                    error_feedback=mode.endswith("-ef"))
             model.compile(optimizer=optimizer, loss=loss, metrics=["accuracy"])
         return model
 
-    modes = ("mean", "adasum")
+    modes = tuple(args.modes)
     result = {
         "benchmark": "adasum",
         "environment": {
@@ -149,23 +169,25 @@ def run(argv=None):
         model.fit(dataset(0), steps_per_epoch=2, epochs=1, verbose=0)
     times = {m: [] for m in modes}
     for r in range(args.repeats):
-        for mode in modes if r % 2 == 0 else modes[::-1]:
+        for mode in modes[r % len(modes):] + modes[: r % len(modes)]:
             models[mode].fit(dataset(r), steps_per_epoch=args.timing_steps, epochs=1, verbose=0, callbacks=[timer])
             times[mode].append(timer.seconds / args.timing_steps)
         print(f"timing repeat {r + 1}/{args.repeats}: "
               + ", ".join(f"{m} {times[m][-1] * 1000:.0f} ms/step" for m in modes), flush=True)
-    ratios = [a / m for a, m in zip(times["adasum"], times["mean"])]
-    result["step_time"] = {
-        "seconds_per_step": times,
-        "ratio_adasum_over_mean": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios),
-                                   "per_repeat": ratios},
-    }
+    result["step_time"] = {"seconds_per_step": times}
+    for mode in modes[1:]:
+        ratios = [a / m for a, m in zip(times[mode], times["mean"])]
+        result["step_time"][f"ratio_{mode}_over_mean"] = {
+            "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios), "per_repeat": ratios}
+    size = sum(int(np.prod(v.shape)) for v in models["mean"].trainable_variables)
+    width = {"mean": 4, "adasum": 4, "bf16": 2, "bf16-ef": 2, "f16": 2}
+    result["wire_bytes_per_replica_step"] = {m: size * width[m] for m in modes}
 
     # (b) epochs to the target accuracy.
     total_steps = args.max_epochs * steps_per_epoch
     runs = []
     for seed in range(args.seeds):
-        for mode in modes if seed % 2 == 0 else modes[::-1]:
+        for mode in modes[seed % len(modes):] + modes[: seed % len(modes)]:
             model = build(mode, seed, total_steps)
             clock = _TargetClock(x_test, y_test, args.target)
             start = time.perf_counter()
@@ -177,12 +199,13 @@ def run(argv=None):
             print(f"seed {seed} {mode}: {'epoch ' + str(reached) if reached else 'not reached'} "
                   f"(accuracy {curve[-1]:.3f} after {len(curve)} epochs)", flush=True)
     result["runs"] = runs
-    ratios = []
-    for seed in range(args.seeds):
-        by_mode = {r["mode"]: r["epochs_to_target"] for r in runs if r["seed"] == seed}
-        if by_mode["adasum"] and by_mode["mean"]:
-            ratios.append(by_mode["adasum"] / by_mode["mean"])
-    result["epochs_ratio_adasum_over_mean"] = ratios
+    for mode in modes[1:]:
+        ratios = []
+        for seed in range(args.seeds):
+            by_mode = {r["mode"]: r["epochs_to_target"] for r in runs if r["seed"] == seed}
+            if by_mode[mode] and by_mode["mean"]:
+                ratios.append(by_mode[mode] / by_mode["mean"])
+        result[f"epochs_ratio_{mode}_over_mean"] = ratios
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
     with open(args.output, "w") as f:
         json.dump(result, f, indent=2)
@@ -194,24 +217,28 @@ def run(argv=None):
 def markdown(result):
     """The result as a short Markdown report."""
     s = result["settings"]
-    ratio = result["step_time"]["ratio_adasum_over_mean"]
     env = result["environment"]
     lines = [
-        f"AdaSum vs mean all-reduce: {s['replicas']} replicas x {s['per_replica_batch']} "
+        f"Gradient combines vs the mean all-reduce: {s['replicas']} replicas x {s['per_replica_batch']} "
         f"(global batch {s['global_batch']}), {env['cpu_model']} ({env['cpu_count']} cores), {env['date']}",
         "",
-        f"Step time adasum / mean: median {ratio['median']:.3f} [{ratio['min']:.3f}, {ratio['max']:.3f}] "
-        f"over {len(ratio['per_repeat'])} interleaved repeats",
-        "",
-        "| seed | mode | epochs to target | final accuracy | wall s (eval included) |",
-        "|---|---|---|---|---|",
     ]
+    for mode in s["modes"][1:]:
+        ratio = result["step_time"][f"ratio_{mode}_over_mean"]
+        lines.append(f"Step time {mode} / mean: median {ratio['median']:.3f} [{ratio['min']:.3f}, "
+                     f"{ratio['max']:.3f}] over {len(ratio['per_repeat'])} interleaved repeats")
+    wire = result["wire_bytes_per_replica_step"]
+    lines += ["", "Bytes into the all-reduce per replica and step: "
+              + ", ".join(f"{m} {b:,}" for m, b in wire.items()), "",
+              "| seed | mode | epochs to target | final accuracy | wall s (eval included) |",
+              "|---|---|---|---|---|"]
     for r in result["runs"]:
         reached = r["epochs_to_target"] or f"> {len(r['accuracy_curve'])}"
         lines.append(f"| {r['seed']} | {r['mode']} | {reached} | {r['accuracy_curve'][-1]:.3f} | {r['seconds']:.0f} |")
-    if result["epochs_ratio_adasum_over_mean"]:
-        lines += ["", "Epochs ratio adasum / mean per seed: "
-                  + ", ".join(f"{x:.2f}" for x in result["epochs_ratio_adasum_over_mean"])]
+    for mode in s["modes"][1:]:
+        if result[f"epochs_ratio_{mode}_over_mean"]:
+            lines += ["", f"Epochs ratio {mode} / mean per seed: "
+                      + ", ".join(f"{x:.2f}" for x in result[f"epochs_ratio_{mode}_over_mean"])]
     return "\n".join(lines) + "\n"
 
 

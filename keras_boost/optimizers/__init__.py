@@ -11,6 +11,7 @@ from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.base import optimizer_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.optimizers.compressed import CompressedAllReduce
 from keras_boost.optimizers.dim_reduce import DimReduce
 from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
 from keras_boost.optimizers.freeze import FreezeOpt
