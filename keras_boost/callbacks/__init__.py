@@ -5,3 +5,4 @@ from keras_boost.callbacks.curriculum import CurriculumSampler
 from keras_boost.callbacks.progressive import ProgressiveResizing
 from keras_boost.callbacks.weight_trajectory import WeightTrajectory
 from keras_boost.callbacks.weight_trajectory import load_trajectory
+from keras_boost.callbacks.batch_size import AdaptiveBatchSize
