@@ -9,6 +9,7 @@ model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1), "O0"), loss=...)
 from keras_boost import callbacks
 from keras_boost import config
 from keras_boost import datasets
+from keras_boost import distribute
 from keras_boost import layers
 from keras_boost import ops
 from keras_boost import precision

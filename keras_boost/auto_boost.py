@@ -11,7 +11,6 @@ import json
 import warnings
 
 import keras
-from keras.src.models.functional import Functional
 
 from keras_boost import config as config_lib
 from keras_boost.config import check_implemented
@@ -23,6 +22,7 @@ from keras_boost.surgery.less_bn import REPORT_ATTR
 from keras_boost.surgery.less_bn import LessBN
 from keras_boost.validation import check_model
 from keras_boost.validation import check_optimizer
+from keras_boost.validation import has_layer_graph
 
 
 class AutoBoost:
@@ -108,6 +108,7 @@ class AutoBoost:
         """
         check_model(model)
         check_implemented(self._config)
+        original = model
         less_bn = self._config["boost"]["less_bn"]
         if less_bn:
             model = self._less_bn(model)
@@ -115,7 +116,7 @@ class AutoBoost:
         model, choice = resolve_precision(model, self._config["common"]["precision"])
         if report is not None and getattr(model, REPORT_ATTR, None) is None:
             setattr(model, REPORT_ATTR, report)  # a precision copy of the LessBN model
-        if choice is not None:
+        if choice is not None and model is not original:  # never an attribute on the user's model
             model.precision_choice = choice
         if less_bn:
             exclude_grouped_kernels(model)
@@ -124,7 +125,7 @@ class AutoBoost:
     def _less_bn(self, model):
         if getattr(model, REPORT_ATTR, None) is not None:
             return model  # LessBN already applied
-        if not _has_layer_graph(model):
+        if not has_layer_graph(model):
             warnings.warn(
                 f"less_bn: {model.name!r} is a subclassed model ({type(model).__name__}), "
                 "whose call() has no layer graph to match, so no BatchNormalization is "
@@ -149,13 +150,10 @@ class AutoBoost:
         check_model(model)
         check_implemented(self._config)
         if self._config["boost"]["less_bn"]:
-            if getattr(model, REPORT_ATTR, None) is None and _has_layer_graph(model):
+            if getattr(model, REPORT_ATTR, None) is None and has_layer_graph(model):
                 model = LessBN(model, fn_flag=self._config["less_bn"]["fn_flag"])
         return model
 
-
-def _has_layer_graph(model):
-    return isinstance(model, (Functional, keras.Sequential))
 
 
 def _optimizer_for(optimizer, old_model, new_model):

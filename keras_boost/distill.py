@@ -19,10 +19,9 @@ weights). The teacher is frozen: `trainable = False` and called with
 off). `call` returns the student's output, so `evaluate` and `predict`
 measure the student, with the hard loss only.
 
-`Distiller` also defines a `train_step` that only calls Keras' own: it marks
-the model as having its own step, so `boost.BoostModel.from_model(distiller)`
-refuses it with a clear error (a BoostModel would wrap the distiller's
-output and drop the teacher's term) and points to `boost.wrap`.
+`boost.BoostModel.from_model(distiller)` refuses it with a clear error
+naming `compute_loss` (BoostModel's step computes the compiled loss itself
+and would drop the teacher's term) and points to `boost.wrap`.
 """
 
 import keras
@@ -118,11 +117,6 @@ class Distiller(keras.Model):
 
     def call(self, inputs, training=None):
         return self.student(inputs, training=training)
-
-    def train_step(self, *args, **kwargs):
-        # Keras' own step, unchanged; defined so that the model counts as
-        # having its own train step (see the module docstring).
-        return super().train_step(*args, **kwargs)
 
     def _log_probabilities(self, outputs):
         if self.from_logits:

@@ -120,7 +120,7 @@ class BoostModel(keras.Model):
                     f"GroupLossScaleManager; it replaces loss_scale={loss_scale!r}: pass "
                     "loss_scale='auto' or None."
                 )
-            self._boost_group_manager()  # a clear error now if the model has none
+            self._boost_group_manager().active = True  # a clear error now if the model has none
             loss_scale = None
         self._boost_loss_scale = resolve_loss_scale(loss_scale, _uses_float16(self))
         self._boost_loss_scale_arg = loss_scale
@@ -185,8 +185,8 @@ class BoostModel(keras.Model):
         check_model(model)
         if has_custom_train_step(model) and not isinstance(model, BoostModel):
             raise TypeError(
-                f"{type(model).__name__} {model.name!r} defines its own train_step, which "
-                "BoostModel's train step would replace. Keep the model and compile it "
+                f"{type(model).__name__} {model.name!r} defines its own train_step or "
+                "compute_loss, which BoostModel's train step would replace. Keep the model and compile it "
                 f"with optimizer=boost.wrap(optimizer, {boost_level!r}): gradient "
                 "centralization, freezing and accumulation act through the optimizer "
                 "(call self.optimizer.scale_loss(loss) in your train_step for loss "
@@ -196,11 +196,14 @@ class BoostModel(keras.Model):
         boost = AutoBoost(boost_level, boost_config_dict)
         if boost.config["boost"]["less_bn"] or boost.config["common"]["precision"] is not None:
             model = boost.network_auto_process_model(model)
-        choice = getattr(model, "precision_choice", None)
-        if boost.config["common"]["precision"] == "auto" and choice is not None:
-            # The model keeps the measured decision, so a reload needs no new timing.
-            boost_config_dict = boost.config
-            boost_config_dict["common"]["precision"] = choice.policy
+        if boost.config["common"]["precision"] == "auto":
+            # The model keeps the measured decision, so a reload needs no new
+            # timing (an unchanged model already computes in the chosen policy).
+            choice = getattr(model, "precision_choice", None)
+            policies = model_policies(model)
+            if choice is not None or len(policies) == 1:
+                boost_config_dict = boost.config
+                boost_config_dict["common"]["precision"] = choice.policy if choice else policies.pop()
         inputs, outputs = _graph_io(model)
         if inputs is None:
             shape = input_shape

@@ -39,9 +39,9 @@ import warnings
 
 import keras
 import numpy as np
-from keras.src.models.functional import Functional
 
 from keras_boost.errors import NoEffectWarning
+from keras_boost.validation import has_layer_graph
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 CONFIG_VALUES = (None, *PRECISIONS, "auto")
@@ -56,23 +56,58 @@ def _check_policy(policy, valid=PRECISIONS):
         raise ValueError(f"precision must be one of {list(valid)}, got {policy!r}.")
 
 
-def _has_layer_graph(model):
-    return isinstance(model, (Functional, keras.Sequential))
+
+def _output_layers(model):
+    outputs = getattr(model, "outputs", None) or []
+    return {id(getattr(t, "_keras_history", (None,))[0]) for t in outputs}
 
 
-def _switched(layer, policy):
+def _kept_in_float32(model):
+    """Layers `with_precision` leaves in float32, by id:
+
+    - layers that ask for it (`keeps_float32`, e.g. GroupLossScaleManager);
+    - in a model that already computes in a mixed policy, the layers pinned
+      to float32 (the Keras mixed-precision guide's float32 output softmax);
+    - weightless output activations (`Activation`, `Softmax`): float32 there
+      costs nothing and keeps the probabilities exact.
+    """
+    layers = list(model._flatten_layers(include_self=False))
+    mixed = any(layer.dtype_policy.name.startswith("mixed") for layer in layers)
+    outputs = _output_layers(model)
+    kept = set()
+    for layer in layers:
+        if getattr(layer, "keeps_float32", False) or (mixed and layer.dtype_policy.name == "float32"):
+            kept.add(id(layer))
+        elif id(layer) in outputs and not layer.weights and isinstance(
+                layer, (keras.layers.Activation, keras.layers.Softmax)):
+            kept.add(id(layer))
+    return kept
+
+
+def _switched(layer, policy, kept=()):
     return (
         not isinstance(layer, keras.layers.InputLayer)
         and layer.dtype_policy.name in _FLOAT_POLICIES
         and layer.dtype_policy.name != policy
+        and not (id(layer) in kept and policy != "float32")
     )
 
 
 def model_policies(model):
-    """The set of dtype policy names of the model's floating-point layers."""
+    """The dtype policy names of the model's floating-point layers (those
+    `with_precision` keeps in float32 left out).
+
+    Example:
+
+    ```python
+    model_policies(with_precision(model, "mixed_bfloat16"))   # {"mixed_bfloat16"}
+    ```
+    """
+    kept = _kept_in_float32(model)
     return {
         layer.dtype_policy.name for layer in model._flatten_layers(include_self=False)
         if not isinstance(layer, keras.layers.InputLayer) and layer.dtype_policy.name in _FLOAT_POLICIES
+        and id(layer) not in kept
     }
 
 
@@ -81,7 +116,10 @@ def with_precision(model, policy):
 
     Every layer whose dtype policy is a float one (`float32`, `float16`,
     `bfloat16` or a mixed policy) is rebuilt from its config with `dtype=
-    policy`; other layers (quantized, float64) keep theirs. The weights are
+    policy`; other layers (quantized, float64) keep theirs, and so do the
+    float32 layers the mixed-precision guide keeps in float32 (see
+    `_kept_in_float32`: layers pinned to float32 in an already mixed model,
+    weightless output activations, GroupLossScaleManager). The weights are
     copied (variables of mixed policies stay float32). Returns `model`
     itself when nothing changes. The input model and Keras' global policy
     are left untouched.
@@ -106,9 +144,10 @@ def with_precision(model, policy):
     ```
     """
     _check_policy(policy)
-    if not any(_switched(layer, policy) for layer in model._flatten_layers(include_self=False)):
+    kept = _kept_in_float32(model)
+    if not any(_switched(layer, policy, kept) for layer in model._flatten_layers(include_self=False)):
         return model
-    if not _has_layer_graph(model):
+    if not has_layer_graph(model):
         raise ValueError(
             f"precision={policy!r}: {type(model).__name__} {model.name!r} is a subclassed model, "
             "whose layers keras_boost cannot rebuild. Build it under "
@@ -117,7 +156,7 @@ def with_precision(model, policy):
 
     def clone_layer(layer):
         config = layer.get_config()
-        if _switched(layer, policy):
+        if _switched(layer, policy, kept):
             config["dtype"] = policy
         return layer.__class__.from_config(config)
 
@@ -171,12 +210,12 @@ def signature(model, batch_size, candidates):
     parts = [keras.backend.backend(), int(batch_size), list(candidates)]
     for layer in model._flatten_layers(include_self=False):
         parts.append([type(layer).__name__, [list(w.shape) for w in layer.weights]])
-    parts.append([list(t.shape[1:]) for t in model.inputs] if _has_layer_graph(model) else None)
+    parts.append([list(t.shape[1:]) for t in model.inputs] if has_layer_graph(model) else None)
     return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()[:16]
 
 
 def _synthetic_inputs(model, batch_size):
-    if not _has_layer_graph(model):
+    if not has_layer_graph(model):
         raise ValueError(
             f"precision='auto' needs sample inputs for {type(model).__name__} {model.name!r} "
             "(no recorded input shape): call choose_precision(model, x) yourself."
@@ -266,7 +305,7 @@ def choose_precision(model, x=None, candidates=PRECISIONS, batch_size=32, steps=
         raise ValueError(f"margin must be in [0, 1), got {margin!r}.")
     if int(steps) < 1 or int(batch_size) < 1:
         raise ValueError(f"steps and batch_size must be >= 1, got steps={steps!r}, batch_size={batch_size!r}.")
-    key = signature(model, batch_size, candidates)
+    key = f"{signature(model, batch_size, candidates)}-{margin}-{int(steps)}"
     if use_cache and timer is None and key in _CACHE:
         cached = _CACHE[key]
         cached.cached = True
@@ -312,7 +351,7 @@ def resolve_precision(model, precision):
         choice = choose_precision(model)
         precision = choice.policy
         print(choice)
-    if not _has_layer_graph(model):
+    if not has_layer_graph(model):
         if model_policies(model) - {precision}:
             warnings.warn(
                 f"precision={precision!r}: {model.name!r} is a subclassed model whose layers keras_boost "

@@ -159,9 +159,14 @@ def curriculum_probabilities(losses, weight, mode="easy", pressure=10.0):
     uniform = np.full(n, 1.0 / n)
     if weight <= 0.0 or n == 1:
         return uniform
-    order = np.argsort(losses if mode == "easy" else -losses, kind="stable")
+    keys = losses if mode == "easy" else -losses
+    order = np.argsort(keys, kind="stable")
     ranks = np.empty(n, dtype=np.float64)
     ranks[order] = np.arange(n)
+    # Tied losses share their average rank: no bias by example index (all
+    # losses equal, e.g. before the first scoring, gives the uniform draw).
+    _, inverse = np.unique(keys, return_inverse=True)
+    ranks = (np.bincount(inverse, weights=ranks) / np.bincount(inverse))[inverse]
     ranked = float(pressure) ** (-ranks / (n - 1))
     ranked /= ranked.sum()
     probabilities = float(weight) * ranked + (1.0 - float(weight)) * uniform

@@ -5,6 +5,7 @@ an optimizer half-transformed.
 """
 
 import keras
+from keras.src.models.functional import Functional
 
 
 def check_model(model, where="model"):
@@ -39,5 +40,29 @@ def check_optimizer(optimizer, where="optimizer"):
 
 
 def has_custom_train_step(model):
-    """Whether `model`'s class defines its own `train_step` (a VAE, a GAN...)."""
-    return type(model).train_step is not keras.Model.train_step
+    """Whether `model`'s class defines its own `train_step` (a VAE, a GAN...)
+    or `compute_loss` (a distiller), which BoostModel's step would bypass."""
+    cls = type(model)
+    return cls.train_step is not keras.Model.train_step or cls.compute_loss is not keras.Model.compute_loss
+
+
+def has_layer_graph(model):
+    """Whether `model` is functional or Sequential (its layers can be rebuilt)."""
+    return isinstance(model, (Functional, keras.Sequential))
+
+
+def check_rebuildable(model, what, hint=""):
+    """Errors unless `model` is a built functional or Sequential keras.Model.
+
+    `what` names the caller in the message; `hint` says what to do with a
+    subclassed model instead.
+    """
+    if not isinstance(model, keras.Model):
+        raise TypeError(f"{what} expects a keras.Model, got {type(model).__module__}.{type(model).__name__}.")
+    if not has_layer_graph(model):
+        raise ValueError(
+            f"{what} supports Sequential and functional models; {type(model).__name__} is a subclassed "
+            f"model, which keras.models.clone_model cannot rebuild layer by layer.{' ' + hint if hint else ''}"
+        )
+    if not model.built:
+        raise ValueError(f"{what}: build the model first (call it on data or give it an Input).")

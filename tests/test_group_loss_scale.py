@@ -120,3 +120,37 @@ def test_an_optimizer_alone_says_it_cannot_scale_per_group():
     model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.1), "O0", CONFIG), loss="mse")
     with pytest.warns(boost.NoEffectWarning, match="loss_scale_group"):
         model.train_on_batch(*regression_data(n=4))
+
+
+def test_a_manager_outside_loss_scale_group_is_the_identity_and_says_so():
+    # Without BoostModel's unscale a scaled gradient would reach the optimizer.
+    manager = GroupLossScaleManager(2.0**10, num_groups=2)
+    model = keras.Model(*graph(manager))
+    reference = plain()
+    reference.set_weights([w for w in model.get_weights() if w.shape != (4,)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    x, y = regression_data(n=16)
+    with pytest.warns(boost.NoEffectWarning, match="identity"):
+        model.train_on_batch(x, y)
+    reference.train_on_batch(x, y)
+    for a, b in zip([w for w in model.get_weights() if w.shape != (4,)], reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_float16_training_with_per_group_scales():
+    # The setting the feature exists for: float16 compute, float32 scales.
+    manager = GroupLossScaleManager(2.0**8, num_groups=2, name="gls16")
+    inputs = keras.Input((5,))
+    x = keras.layers.Dense(8, activation="tanh", dtype="mixed_float16", name="body")(manager(inputs, 0, 1))
+    outputs = manager(keras.layers.Dense(3, dtype="mixed_float16", name="head")(manager(x, 1, 2)), 2, 3)
+    model = boost.BoostModel(inputs, outputs, boost_config_dict=CONFIG)
+    assert model.loss_scale is None  # the group scales replace the single one
+    manager.loss_scale_groups = [["body"], ["head"]]
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    x, y = regression_data(n=16)
+    before = [np.array(w) for w in model.get_weights()]
+    history = model.fit(x, y, batch_size=8, epochs=2, verbose=0)
+    assert np.isfinite(history.history["loss"]).all() and max(history.history["overflow"]) == 0.0
+    assert any(np.abs(a - b).max() > 0 for a, b in zip(before, model.get_weights()))
+    scales = keras.ops.convert_to_numpy(manager.scales)
+    np.testing.assert_allclose(scales[1:-1], 2.0**8 * 2 ** (4 / 1000), rtol=1e-5)

@@ -132,10 +132,11 @@ def test_auto_through_from_model_reports_and_keeps_its_choice(capsys, tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", boost.NoEffectWarning)
         boosted = boost.BoostModel.from_model(plain_model(), "O0", {"common": {"precision": "auto"}})
-    policy = boosted.precision_choice.policy
     assert "precision:" in capsys.readouterr().out
     # The decision, not "auto", is the model's config: a reload times nothing.
-    assert boosted.boost_config["common"]["precision"] == policy
+    policy = boosted.boost_config["common"]["precision"]
+    assert policy in ("float32", "mixed_float16", "mixed_bfloat16")
+    assert boost.precision.model_policies(boosted) == {policy}
     boosted.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
     path = str(tmp_path / "auto.keras")
     boosted.save(path)
@@ -163,3 +164,18 @@ def test_bad_arguments_of_choose_precision():
         choose_precision(plain_model(), margin=1.5)
     with pytest.raises(ValueError, match="precision must be one of"):
         choose_precision(plain_model(), candidates=["float8"])
+
+
+def test_float32_islands_are_kept(restore_policy):
+    # The mixed-precision guide's float32 output softmax, and the group loss
+    # scale manager, stay float32 when the rest of the model goes mixed.
+    manager = boost.layers.GroupLossScaleManager(4.0, num_groups=1)
+    inputs = keras.Input((5,))
+    x = keras.layers.Dense(4, name="body")(manager(inputs, 0, 1))
+    outputs = keras.layers.Activation("softmax", name="probs")(manager(x, 1, 2))
+    model = keras.Model(inputs, outputs)
+    converted = with_precision(model, "mixed_bfloat16")
+    dtypes = {layer.name: layer.dtype_policy.name for layer in converted.layers[1:]}
+    assert dtypes["body"] == "mixed_bfloat16"
+    assert dtypes["probs"] == "float32" and dtypes[manager.name] == "float32"
+    assert boost.precision.model_policies(converted) == {"mixed_bfloat16"}

@@ -82,9 +82,12 @@ class ProgressiveResizing(keras.callbacks.Callback):
             `initial_scale`: 0 (default), `"0.1dur"` or a float in [0, 1),
             below `finish_fraction`.
         size_increment: side lengths are rounded to a multiple of this
-            (pixels); larger means fewer distinct sizes, fewer traces.
+            (pixels; larger means fewer distinct sizes, fewer traces); set
+            on the layers. None (default) keeps each layer's own (4 px by
+            default).
         mode: `"resize"` (bilinear resize) or `"crop"` (one random crop per
-            batch); set on the layers. None keeps each layer's own mode.
+            batch); set on the layers. None (default) keeps each layer's
+            own mode ("resize" by default).
         verbose: 1 prints each new size.
 
     Attributes:
@@ -101,7 +104,7 @@ class ProgressiveResizing(keras.callbacks.Callback):
     """
 
     def __init__(self, initial_scale=0.5, finish_fraction=0.6, start_fraction=0.0,
-                 size_increment=4, mode="resize", verbose=0):
+                 size_increment=None, mode=None, verbose=0):
         super().__init__()
         self.initial_scale = check_scale(initial_scale)
         self.finish_fraction = parse_duration(finish_fraction)
@@ -114,8 +117,9 @@ class ProgressiveResizing(keras.callbacks.Callback):
                 f"start_fraction ({start_fraction!r}) must be below finish_fraction "
                 f"({finish_fraction!r}): the scale grows between the two."
             )
-        if isinstance(size_increment, bool) or not isinstance(size_increment, int) or size_increment < 1:
-            raise ValueError(f"size_increment must be an int >= 1 (pixels), got {size_increment!r}.")
+        if size_increment is not None and (
+                isinstance(size_increment, bool) or not isinstance(size_increment, int) or size_increment < 1):
+            raise ValueError(f"size_increment must be None or an int >= 1 (pixels), got {size_increment!r}.")
         if mode is not None and mode not in MODES:
             raise ValueError(f"mode must be one of {MODES} or None, got {mode!r}.")
         self.size_increment = size_increment
@@ -137,7 +141,8 @@ class ProgressiveResizing(keras.callbacks.Callback):
                 "x = boost.layers.ProgressiveResize()(inputs)."
             )
         for layer in self._layers:
-            layer.size_increment = self.size_increment
+            if self.size_increment is not None:
+                layer.size_increment = self.size_increment
             if self.mode is not None:
                 layer.mode = self.mode
         epochs = int(self.params.get("epochs") or 1)

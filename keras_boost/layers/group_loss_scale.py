@@ -8,7 +8,8 @@ needs. The manager is a layer placed at the group boundaries of a model:
 gradient flowing back through it by `S[k] / S[k+1]`, so the gradients of
 group `k`'s variables (between boundaries `(k, k+1)` and `(k+1, k+2)`)
 carry the factor `S[k+1]` and the input gradient is unscaled (`S[0] =
-S[n+1] = 1`). `BoostModel` with `"loss_scale_group": True` then unscales
+S[n+1] = 1`). `BoostModel` with `"loss_scale_group": True` activates it
+(elsewhere the manager is the identity and warns once), unscales
 each gradient by its group's scale, skips the step when any group
 overflowed, and updates the scales (MindSpore's rule: x2^-0.5 for a group
 that overflowed, x2^(1/1000) otherwise, every step; floor 1).
@@ -18,8 +19,12 @@ A fix of MindSpore: the gradients are unscaled by the scale the step
 update by about 0.07%).
 """
 
+import warnings
+
 import keras
 from keras import ops
+
+from keras_boost.errors import NoEffectWarning
 
 from keras_boost.ops.loss_scale import scale_gradient
 
@@ -57,6 +62,10 @@ class GroupLossScaleManager(keras.layers.Layer):
     ```
     """
 
+    # The scales and ratios stay float32 under any policy (a float16 ratio of
+    # 2**16 is inf); keras_boost.precision.with_precision respects this.
+    keeps_float32 = True
+
     def __init__(self, init_loss_scale=2.0**15, num_groups=1, loss_scale_groups=None, **kwargs):
         kwargs.setdefault("dtype", "float32")  # the scales and the ratio stay float32
         super().__init__(**kwargs)
@@ -73,6 +82,9 @@ class GroupLossScaleManager(keras.layers.Layer):
         self.num_groups = num_groups
         self._initial = [1.0, *map(float, initial), 1.0]
         self.loss_scale_groups = loss_scale_groups
+        # Set by the BoostModel whose step divides the scales out again.
+        self.active = False
+        self._warned_inactive = False
         self.scales = self.add_weight(
             shape=(num_groups + 2,), initializer=keras.initializers.Constant(self._initial),
             trainable=False, name="group_loss_scales",
@@ -90,6 +102,17 @@ class GroupLossScaleManager(keras.layers.Layer):
                     f"GroupLossScaleManager boundaries must be ints in [0, {self.num_groups + 1}], "
                     f"got ({l1!r}, {l2!r})."
                 )
+        if not self.active:
+            if not self._warned_inactive:
+                self._warned_inactive = True
+                warnings.warn(
+                    f"GroupLossScaleManager {self.name!r} is the identity here: only a BoostModel "
+                    "with {'boost': {'mode': 'manual', 'loss_scale_group': True}} scales and "
+                    "unscales the gradients per group (anything else would leave them scaled).",
+                    NoEffectWarning,
+                    stacklevel=2,
+                )
+            return x
         ratio = ops.divide(self.scales[l1], self.scales[l2])
         return keras.tree.map_structure(lambda t: scale_gradient(t, ratio), x)
 

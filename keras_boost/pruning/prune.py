@@ -39,6 +39,7 @@ from keras import ops
 from keras_boost.durations import parse_duration
 from keras_boost.errors import NoEffectWarning
 from keras_boost.ops import sparsity as sparsity_ops
+from keras_boost.validation import check_rebuildable
 
 
 def _check_sparsity(value, name, allow_zero=False):
@@ -302,17 +303,7 @@ def _pruned_wrappers(model):
 
 
 def _check_model(model, what):
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"{what} expects a keras.Model, got {type(model).__module__}.{type(model).__name__}.")
-    if not (isinstance(model, keras.Sequential) or getattr(model, "_is_graph_network", False)
-            or type(model).__name__ == "Functional"):
-        raise ValueError(
-            f"{what} supports Sequential and functional models; {type(model).__name__} is a subclassed "
-            "model, which keras.models.clone_model cannot rebuild layer by layer. Wrap its layers "
-            "in boost.pruning.PruneLowMagnitude yourself."
-        )
-    if not model.built:
-        raise ValueError(f"{what}: build the model first (call it on data or give it an Input).")
+    check_rebuildable(model, what, "Wrap its layers in boost.pruning.PruneLowMagnitude yourself.")
 
 
 def _fresh(layer):
@@ -533,22 +524,31 @@ class UpdatePruningMasks(keras.callbacks.Callback):
             wrapper.schedule.resolve(total)
         self._steps = [int(ops.convert_to_numpy(w.pruning_step)) for w in self._wrappers]
 
+    def on_epoch_begin(self, epoch, logs=None):
+        self._last_batch = -1
+
     def on_train_batch_end(self, batch, logs=None):
         if not self._wrappers:
             return
+        # With steps_per_execution = k this runs once per k batches.
+        advanced = max(1, batch - getattr(self, "_last_batch", -1))
+        self._last_batch = batch
         if keras.backend.backend() == "jax":
             self.model.jax_state_sync()  # the next step re-reads the variables
         for i, wrapper in enumerate(self._wrappers):
             step = self._steps[i]
-            if wrapper.schedule.should_update(step):
+            end = step + advanced
+            if any(wrapper.schedule.should_update(s) for s in range(step, end)):
                 kernel = wrapper.kernel
                 masked = ops.multiply(kernel, wrapper.mask)  # already-pruned weights rank first
-                wrapper.mask.assign(
-                    sparsity_ops.magnitude_mask(masked, wrapper.schedule.sparsity(step))
-                )
+                # Never below the mask's sparsity: a later fit (its own length
+                # resolving the durations) must not revive pruned weights.
+                current = 1.0 - float(ops.convert_to_numpy(ops.mean(wrapper.mask)))
+                target = max(wrapper.schedule.sparsity(end - 1), current)
+                wrapper.mask.assign(sparsity_ops.magnitude_mask(masked, target))
             wrapper.kernel.assign(ops.multiply(wrapper.kernel, wrapper.mask))
-            self._steps[i] = step + 1
-            wrapper.pruning_step.assign(step + 1)
+            self._steps[i] = end
+            wrapper.pruning_step.assign(end)
 
     def on_train_end(self, logs=None):
         unfinished = [
@@ -565,3 +565,7 @@ class UpdatePruningMasks(keras.callbacks.Callback):
 
     def get_config(self):
         return {"total_steps": self.total_steps}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)

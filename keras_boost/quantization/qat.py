@@ -32,6 +32,7 @@ from keras import ops
 from keras_boost.durations import parse_duration
 from keras_boost.errors import NoEffectWarning
 from keras_boost.ops.fake_quant import fake_quantize
+from keras_boost.validation import check_rebuildable
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")
@@ -87,16 +88,7 @@ def _qat_layers(model):
 
 
 def _check_model(model, what):
-    if not isinstance(model, keras.Model):
-        raise TypeError(f"{what} expects a keras.Model, got {type(model).__module__}.{type(model).__name__}.")
-    if not (isinstance(model, keras.Sequential) or type(model).__name__ == "Functional"
-            or getattr(model, "_is_graph_network", False)):
-        raise ValueError(
-            f"{what} supports Sequential and functional models, not the subclassed {type(model).__name__} "
-            "(keras.models.clone_model cannot rebuild it layer by layer)."
-        )
-    if not model.built:
-        raise ValueError(f"{what}: build the model first.")
+    check_rebuildable(model, what)
 
 
 def _clone(model, convert):
@@ -237,19 +229,40 @@ class QuantizationAwareTraining(keras.callbacks.Callback):
                 )
             total = int(self.params["epochs"]) * int(steps)
             self._start_step = int(round(parse_duration(self.start) * total))
-        self._step = 0
-        set_active(self.model, False)
+        self._steps_per_epoch = self.params.get("steps")
+        self._epoch = 0
+        self._set(False)
 
-    def _maybe_start(self):
-        if self._start_step is not None and self._step == self._start_step:
-            set_active(self.model, True)
-            self.model.make_train_function(force=True)
+    def _set(self, active):
+        """Flips fake quantization, retracing what was traced with the other value."""
+        layers = _qat_layers(self.model)
+        if layers and all(layer.qat_active == active for layer in layers):
+            return
+        set_active(self.model, active)
+        # Compiled steps read the flag when traced (train and validation alike).
+        self.model.make_train_function(force=True)
+        self.model.make_test_function(force=True)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch  # absolute (initial_epoch included)
 
     def on_train_batch_begin(self, batch, logs=None):
-        self._maybe_start()
+        if self._start_step is None:
+            return
+        # The global step from the epoch (correct with steps_per_execution > 1
+        # and with a resumed fit); without a known epoch length, by counting.
+        if self._steps_per_epoch:
+            self._step = self._epoch * int(self._steps_per_epoch) + batch
+        if self._step >= self._start_step:
+            self._set(True)
 
     def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
+        if not self._steps_per_epoch:
+            self._step += 1
 
     def get_config(self):
         return {"start": self.start}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
