@@ -29,6 +29,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from mwms_restore_worker import make_dataset  # noqa: E402 (this directory is on sys.path)
 
 EPOCHS = 4
 BATCHES = 6
@@ -39,17 +40,6 @@ CONFIG = {
     "grad_accumulation": {"grad_accumulation_step": 2},
     "grad_freeze": {"param_groups": 2, "freeze_p": 0.5, "total_steps": 12, "seed": 1},
 }
-
-
-def make_dataset(workers):
-    rng = np.random.default_rng(0)
-    n = BATCHES * 8 * workers
-    x = rng.normal(size=(n, 6)).astype("float32")
-    y = rng.normal(size=(n, 3)).astype("float32")
-    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8 * workers)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options)
 
 
 def main(out_dir, phase):
@@ -83,7 +73,7 @@ def main(out_dir, phase):
     callbacks = [keras.callbacks.BackupAndRestore(backup)]
     if phase == "killed" and index == 1:
         callbacks.append(LostMachine())
-    history = model.fit(make_dataset(workers), epochs=EPOCHS, verbose=0, callbacks=callbacks)
+    history = model.fit(make_dataset(workers, BATCHES), epochs=EPOCHS, verbose=0, callbacks=callbacks)
     results = {f"final_{i}": w for i, w in enumerate(model.get_weights())}
     for variable in model.optimizer.variables:
         results[f"opt_{variable.path}"] = np.asarray(keras.ops.convert_to_numpy(variable))

@@ -30,9 +30,10 @@ INTERRUPT_AFTER = 2  # epochs
 CONFIG = {"boost": {"mode": "manual", "less_bn": False, "grad_freeze": False, "adasum": True}}
 
 
-def make_dataset(workers):
+def make_dataset(workers, batches=4):
+    """`batches` global batches of 8 per worker, sharded by data (no shuffle)."""
     rng = np.random.default_rng(0)
-    n = 4 * 8 * workers
+    n = batches * 8 * workers
     x = rng.normal(size=(n, 6)).astype("float32")
     y = rng.normal(size=(n, 3)).astype("float32")
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8 * workers)
