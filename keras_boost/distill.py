@@ -124,12 +124,23 @@ class Distiller(keras.Model):
         logits = ops.log(ops.clip(outputs, 1e-7, 1.0))
         return ops.log_softmax(logits / self.temperature, axis=-1)
 
-    def distillation_loss(self, teacher_outputs, student_outputs):
-        """`T**2 * KL(softmax(teacher/T) || softmax(student/T))`, averaged."""
+    def distillation_loss(self, teacher_outputs, student_outputs, sample_weight=None):
+        """`T**2 * KL(softmax(teacher/T) || softmax(student/T))`, averaged over
+        the batch; with `sample_weight`, each example's term is weighted as
+        Keras weights the hard loss (`mean(kl * w)`).
+
+        Example:
+
+        ```python
+        soft = distiller.distillation_loss(teacher(x), student(x))
+        ```
+        """
         self._check_shapes(teacher_outputs.shape[1:], student_outputs.shape[1:])
         teacher_log = ops.stop_gradient(self._log_probabilities(ops.cast(teacher_outputs, "float32")))
         student_log = self._log_probabilities(ops.cast(student_outputs, "float32"))
         kl = ops.sum(ops.exp(teacher_log) * (teacher_log - student_log), axis=-1)
+        if sample_weight is not None:
+            kl = kl * ops.reshape(ops.cast(sample_weight, "float32"), ops.shape(kl))
         return ops.mean(kl) * (self.temperature ** 2)
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
@@ -138,7 +149,7 @@ class Distiller(keras.Model):
         if not training or self.alpha == 1.0:
             return hard
         teacher_outputs = self.teacher(x, training=False)
-        soft = self.distillation_loss(teacher_outputs, y_pred)
+        soft = self.distillation_loss(teacher_outputs, y_pred, sample_weight)
         return self.alpha * hard + (1.0 - self.alpha) * ops.cast(soft, hard.dtype)
 
     def get_config(self):

@@ -134,3 +134,17 @@ def test_distiller_config_and_saving(tmp_path, mnist, teacher):
     assert isinstance(loaded, boost.Distiller) and loaded.temperature == 5.0
     np.testing.assert_allclose(loaded.predict(x[:8], verbose=0), expected, rtol=1e-5, atol=1e-6)
     assert not loaded.teacher.trainable
+
+
+def test_soft_term_follows_sample_weight():
+    teacher = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    student = keras.Sequential([keras.Input((4,)), keras.layers.Dense(3)])
+    distiller = boost.Distiller(teacher, student, temperature=2.0)
+    x = np.random.default_rng(0).normal(size=(6, 4)).astype("float32")
+    t, s = teacher(x), student(x)
+    full = float(keras.ops.convert_to_numpy(distiller.distillation_loss(t, s)))
+    ones = float(keras.ops.convert_to_numpy(distiller.distillation_loss(t, s, np.ones(6, "float32"))))
+    half = float(keras.ops.convert_to_numpy(distiller.distillation_loss(t, s, np.r_[np.ones(3), np.zeros(3)])))
+    first = float(keras.ops.convert_to_numpy(distiller.distillation_loss(t[:3], s[:3])))
+    assert ones == pytest.approx(full, rel=1e-6)
+    assert half == pytest.approx(first / 2, rel=1e-5)  # mean over the batch, as Keras' losses

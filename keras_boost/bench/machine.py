@@ -23,7 +23,14 @@ PRECISION_FLAGS = ("avx2", "fma", "f16c", "avx512f", "avx512_bf16", "avx512_fp16
 
 
 def cpu_flags(wanted=PRECISION_FLAGS):
-    """Which of `wanted` the CPU reports in /proc/cpuinfo (empty if unknown)."""
+    """Which of `wanted` the CPU reports in /proc/cpuinfo (empty if unknown).
+
+    Example:
+
+    ```python
+    cpu_flags()   # e.g. ['avx2', 'fma', 'f16c', 'avx512f', 'avx512_bf16']
+    ```
+    """
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:

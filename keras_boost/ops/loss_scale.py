@@ -62,6 +62,12 @@ def scale_gradient(x, ratio):
     Computed in float32 (a float16 ratio of 2**16 would overflow), cast
     back to `x`'s dtype, so a float16 gradient that overflows becomes inf
     and is caught by the per-group finite check.
+
+    Example:
+
+    ```python
+    y = scale_gradient(x, 8.0)   # y == x; dL/dx = 8 * dL/dy
+    ```
     """
     x32 = ops.cast(x, "float32")
     frozen = ops.stop_gradient(x32)
@@ -91,7 +97,14 @@ def update_group_scales(scales, group_finite, min_scale=1.0):
 
 
 def unscale_by_group(grads, scales, group_of):
-    """Divides gradient `i` by the scale of its group, `scales[group_of[i] + 1]`."""
+    """Divides gradient `i` by the scale of its group, `scales[group_of[i] + 1]`.
+
+    Example:
+
+    ```python
+    unscale_by_group([g0, g1], [1.0, 4.0, 16.0, 1.0], [0, 1])   # [g0 / 4, g1 / 16]
+    ```
+    """
     return [
         None if g is None else unscale([g], scales[group + 1])[0]
         for g, group in zip(grads, group_of)
@@ -99,7 +112,14 @@ def unscale_by_group(grads, scales, group_of):
 
 
 def group_all_finite(grads, group_of, num_groups):
-    """A boolean vector: per group, whether all of its gradients are finite."""
+    """A boolean vector: per group, whether all of its gradients are finite.
+
+    Example:
+
+    ```python
+    group_all_finite([g0, g1, g2], [0, 0, 1], 2)   # [all finite in g0, g1; in g2]
+    ```
+    """
     return ops.stack([
         all_finite([g for g, group in zip(grads, group_of) if group == k]) for k in range(num_groups)
     ])
