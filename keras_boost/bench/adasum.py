@@ -123,6 +123,7 @@ def run(argv=None):
     import tensorflow as tf
 
     import keras_boost as boost
+    from keras_boost.optimizers.compressed import wire_bytes
     from keras_boost.bench.machine import cpu_model
     from keras_boost.bench.workloads import mnist_data
     from keras_boost.bench.workloads import residual_cnn
@@ -179,9 +180,9 @@ def run(argv=None):
         ratios = [a / m for a, m in zip(times[mode], times["mean"])]
         result["step_time"][f"ratio_{mode}_over_mean"] = {
             "median": statistics.median(ratios), "min": min(ratios), "max": max(ratios), "per_repeat": ratios}
-    size = sum(int(np.prod(v.shape)) for v in models["mean"].trainable_variables)
-    width = {"mean": 4, "adasum": 4, "bf16": 2, "bf16-ef": 2, "f16": 2}
-    result["wire_bytes_per_replica_step"] = {m: size * width[m] for m in modes}
+    wire_dtype = {"bf16": "bfloat16", "bf16-ef": "bfloat16", "f16": "float16"}  # else float32
+    result["wire_bytes_per_replica_step"] = {
+        m: wire_bytes(models["mean"].trainable_variables, wire_dtype.get(m, "float32")) for m in modes}
 
     # (b) epochs to the target accuracy.
     total_steps = args.max_epochs * steps_per_epoch
