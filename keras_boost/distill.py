@@ -14,7 +14,10 @@ when `T` changes (Hinton et al., section 2).
 Only `compute_loss` is overridden, so the Keras train step of every backend
 runs unchanged, with any optimizer, `boost.wrap(optimizer, level)` included
 (its gradient centralization, freezing, accumulation apply to the student's
-weights). The teacher is frozen: `trainable = False` and called with
+weights). The teacher is frozen without being changed: its variables are
+left out of the distiller's trainable variables (they count as
+non-trainable state, so JAX's stateless step carries them), the user's
+teacher keeps its own `trainable` flags, and it is called with
 `training=False` (BatchNormalization keeps its moving statistics, dropout is
 off). `call` returns the student's output, so `evaluate` and `predict`
 measure the student, with the hard loss only.
@@ -101,7 +104,6 @@ class Distiller(keras.Model):
             self._check_shapes(teacher_shape, student_shape)
         self.teacher = teacher
         self.student = student
-        self.teacher.trainable = False
         self.temperature = temperature
         self.alpha = alpha_value
         self.from_logits = bool(from_logits)
@@ -117,6 +119,29 @@ class Distiller(keras.Model):
 
     def call(self, inputs, training=None):
         return self.student(inputs, training=training)
+
+    # The teacher is frozen here, not by setting `teacher.trainable = False`,
+    # which would change the user's model (and its variables' flags).
+    def _split_teacher(self, variables):
+        teacher = {id(v) for v in self.teacher.variables}
+        return ([v for v in variables if id(v) not in teacher],
+                [v for v in variables if id(v) in teacher])
+
+    @property
+    def trainable_variables(self):
+        return self._split_teacher(super().trainable_variables)[0]
+
+    @property
+    def non_trainable_variables(self):
+        return super().non_trainable_variables + self._split_teacher(super().trainable_variables)[1]
+
+    @property
+    def trainable_weights(self):
+        return self._split_teacher(super().trainable_weights)[0]
+
+    @property
+    def non_trainable_weights(self):
+        return super().non_trainable_weights + self._split_teacher(super().trainable_weights)[1]
 
     def _log_probabilities(self, outputs):
         if self.from_logits:

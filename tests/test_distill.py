@@ -62,6 +62,12 @@ def test_teacher_is_frozen_and_only_the_student_trains(mnist, teacher):
     student = mlp(8, 2, "student")
     distiller = boost.Distiller(teacher, student, temperature=2.0, alpha=0.5)
     assert {id(v) for v in distiller.trainable_variables} == {id(v) for v in student.trainable_variables}
+    assert {id(v) for v in distiller.trainable_weights} == {id(v) for v in student.trainable_weights}
+    teacher_ids = {id(v) for v in teacher.variables}
+    assert teacher_ids <= {id(v) for v in distiller.non_trainable_variables}
+    assert len(distiller.trainable_variables) + len(distiller.non_trainable_variables) == len(distiller.variables)
+    # The user's teacher is not changed: it still trains on its own.
+    assert teacher.trainable and all(v.trainable for v in teacher.trainable_variables)
     distiller.compile(keras.optimizers.SGD(0.1), LOSS)
     distiller.fit(x[:128], y[:128], batch_size=32, epochs=1, verbose=0)
     for old, new in zip(before, teacher.get_weights()):
@@ -133,7 +139,7 @@ def test_distiller_config_and_saving(tmp_path, mnist, teacher):
     loaded = keras.saving.load_model(tmp_path / "distiller.keras")
     assert isinstance(loaded, boost.Distiller) and loaded.temperature == 5.0
     np.testing.assert_allclose(loaded.predict(x[:8], verbose=0), expected, rtol=1e-5, atol=1e-6)
-    assert not loaded.teacher.trainable
+    assert not {id(v) for v in loaded.teacher.variables} & {id(v) for v in loaded.trainable_variables}
 
 
 def test_soft_term_follows_sample_weight():
