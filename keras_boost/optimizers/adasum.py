@@ -44,8 +44,7 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.ops.adasum import adasum_tree
 from keras_boost.ops.adasum import group_mean
 from keras_boost.ops.loss_scale import all_finite
-from keras_boost.optimizers.base import OptimizerWrapper
-from keras_boost.optimizers.base import optimizer_chain
+from keras_boost.optimizers.replica_combiner import ReplicaCombiner
 
 REDUCE_ON = ("grad", "delta")
 
@@ -119,7 +118,7 @@ def _check_reduce_on(reduce_on):
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")
-class AdaSum(OptimizerWrapper):
+class AdaSum(ReplicaCombiner):
     """Combines the per-replica updates with AdaSum instead of their mean.
 
     Args:
@@ -153,6 +152,12 @@ class AdaSum(OptimizerWrapper):
     ```
     """
 
+    single_replica_effect = (
+        "AdaSum is the identity there: the gradients are applied unchanged. It combines "
+        "replicas under MirroredStrategy, MultiWorkerMirroredStrategy or TPUStrategy on the "
+        "tensorflow backend."
+    )
+
     def __init__(
         self, optimizer, reduce_on="grad", hierarchical=False, device_number=None,
         gradient_split_groups=None, name=None, **kwargs,
@@ -168,14 +173,11 @@ class AdaSum(OptimizerWrapper):
         self.gradient_split_groups = config_lib.check_value(
             "common", "gradient_split_groups", gradient_split_groups
         )
-        self._warned_single_replica = False
 
     # --- state -------------------------------------------------------------
 
     def _build_own(self, var_list):
-        self.skipped_steps = self.add_variable(
-            shape=(), dtype="int32", initializer="zeros", name="skipped_steps"
-        )
+        super()._build_own(var_list)
         n = len(var_list)
         if self.gradient_split_groups and self.gradient_split_groups[-1] >= n:
             raise ValueError(
@@ -196,9 +198,6 @@ class AdaSum(OptimizerWrapper):
         replicas, local = kb_backend.current().replica_layout()
         group_size, groups = replica_plan(replicas, local, self.hierarchical, self.device_number)
         return replicas, group_size, groups
-
-    def _innermost(self):
-        return optimizer_chain(self.inner_optimizer)[-1]
 
     # --- the combine ---------------------------------------------------------
 
@@ -235,19 +234,6 @@ class AdaSum(OptimizerWrapper):
 
     # --- updates -------------------------------------------------------------
 
-    def _warn_single_replica(self):
-        if not self._warned_single_replica:
-            self._warned_single_replica = True
-            warnings.warn(
-                "AdaSum runs on a single replica here (no tf.distribute strategy with "
-                f"several replicas; backend {keras.backend.backend()!r}), where it is the "
-                "identity: the gradients are applied unchanged. It combines replicas "
-                "under MirroredStrategy, MultiWorkerMirroredStrategy or TPUStrategy on "
-                "the tensorflow backend.",
-                NoEffectWarning,
-                stacklevel=5,
-            )
-
     def _apply(self, grads, trainable_variables):
         if trainable_variables is None:
             trainable_variables = self._trainable_variables
@@ -283,12 +269,6 @@ class AdaSum(OptimizerWrapper):
         seam.assign_each([
             (v, s + c) for v, s, c in zip(variables, starts, combined) if c is not None
         ])
-
-    def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
-        # JAX: Keras' fit steps one program (GSPMD under DataParallel), so
-        # there are no per-replica gradients to combine.
-        self._warn_single_replica()
-        return super()._stateless_apply(own_variables, inner_variables, grads, trainable)
 
     # --- serialization -------------------------------------------------------
 

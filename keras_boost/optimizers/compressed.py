@@ -22,16 +22,12 @@ On one replica there is nothing to send: the wrapper passes the gradients
 through and warns once.
 """
 
-import warnings
-
 import keras
 from keras import ops
 
 from keras_boost import backend as kb_backend
-from keras_boost.errors import NoEffectWarning
 from keras_boost.ops.loss_scale import all_finite
-from keras_boost.optimizers.base import OptimizerWrapper
-from keras_boost.optimizers.base import optimizer_chain
+from keras_boost.optimizers.replica_combiner import ReplicaCombiner
 
 WIRE_DTYPES = ("bfloat16", "float16")
 
@@ -50,7 +46,7 @@ def wire_bytes(variables, dtype):
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")
-class CompressedAllReduce(OptimizerWrapper):
+class CompressedAllReduce(ReplicaCombiner):
     """Sums the replicas' gradients in a 16-bit float type.
 
     Args:
@@ -75,6 +71,8 @@ class CompressedAllReduce(OptimizerWrapper):
     ```
     """
 
+    single_replica_effect = "there is no all-reduce to compress, and the gradients are applied unchanged."
+
     def __init__(self, optimizer, dtype="bfloat16", error_feedback=False, name=None, **kwargs):
         super().__init__(optimizer, name=name or "compressed_all_reduce", **kwargs)
         if dtype not in WIRE_DTYPES:
@@ -86,12 +84,10 @@ class CompressedAllReduce(OptimizerWrapper):
             raise TypeError(f"error_feedback must be True or False, got {error_feedback!r}.")
         self.wire_dtype = dtype
         self.error_feedback = error_feedback
-        self._warned_single_replica = False
         self.residuals = []
 
     def _build_own(self, var_list):
-        self.skipped_steps = self.add_variable(shape=(), dtype="int32", initializer="zeros",
-                                               name="skipped_steps")
+        super()._build_own(var_list)
         if self.error_feedback:
             for variable in var_list:
                 residual = keras.Variable(
@@ -101,21 +97,6 @@ class CompressedAllReduce(OptimizerWrapper):
                 )
                 self._track_variable(residual)
                 self.residuals.append(residual)
-
-    def _replicas(self):
-        replicas, _ = kb_backend.current().replica_layout()
-        return replicas
-
-    def _warn_single_replica(self):
-        if not self._warned_single_replica:
-            self._warned_single_replica = True
-            warnings.warn(
-                "CompressedAllReduce runs on a single replica here (no tf.distribute strategy "
-                f"with several replicas; backend {keras.backend.backend()!r}): there is no "
-                "all-reduce to compress, and the gradients are applied unchanged.",
-                NoEffectWarning,
-                stacklevel=5,
-            )
 
     def compress(self, grads, variables):
         """The 16-bit gradients each replica sends, and the new residuals
@@ -163,7 +144,7 @@ class CompressedAllReduce(OptimizerWrapper):
         finite = all_finite(reduced)
 
         def step(reduced, variables):
-            with seam.local_gradients(optimizer_chain(self.inner_optimizer)[-1]):
+            with seam.local_gradients(self._innermost()):
                 self.inner_optimizer.apply(reduced, variables)
 
         seam.apply_if(finite, step, (reduced, trainable_variables))
@@ -173,11 +154,6 @@ class CompressedAllReduce(OptimizerWrapper):
                 # A skipped step keeps the old residual (an inf would poison every later step).
                 old = self._residual(variable)
                 old.assign(ops.where(finite, residual, old.value))
-
-    def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
-        # JAX: Keras' fit steps one program (GSPMD decides the collectives).
-        self._warn_single_replica()
-        return super()._stateless_apply(own_variables, inner_variables, grads, trainable)
 
     def get_config(self):
         config = super().get_config()
