@@ -397,3 +397,188 @@ def test_flush_callback_needs_accumulation():
     x, y = regression_data(n=B)
     with pytest.raises(ValueError, match="FlushGradientAccumulation needs"):
         fit(model, x, y, batch_size=B, callbacks=[boost.FlushGradientAccumulation()])
+
+
+# --- gradient norms (the inputs of the gradient noise scale) -----------------
+
+
+def linear_model(optimizer):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((5,))
+    outputs = keras.layers.Dense(3, kernel_initializer=keras.initializers.GlorotUniform(seed=0))(inputs)
+    model = keras.Model(inputs, outputs)
+    model.compile(optimizer=optimizer, loss="mse")
+    return model
+
+
+def micro_gradients(w, b, x, y):
+    """NumPy gradients of Keras' mse (mean over rows and outputs) of x @ w + b."""
+    r = x @ w + b - y
+    return np.concatenate([(2 * x.T @ r / r.size).ravel(), 2 * r.sum(0) / r.size])
+
+
+def numpy_windows(w, b, x, y, windows, lr):
+    """Per window of micro-batches (lists of row slices): the two squared
+    norms from the per-micro-batch gradients, then the SGD update."""
+    out = []
+    for window in windows:
+        g = np.array([micro_gradients(w, b, x[s], y[s]) for s in window], dtype="float64")
+        out.append((np.mean(np.sum(g**2, axis=1)), np.sum(g.mean(axis=0) ** 2)))
+        mean = g.mean(axis=0)
+        w = w - lr * mean[: w.size].reshape(w.shape)
+        b = b - lr * mean[w.size :]
+    return out
+
+
+def rows(first, count):
+    return [slice(i * B, (i + 1) * B) for i in range(first, first + count)]
+
+
+def test_gradient_norms_equal_the_numpy_reference_windows_and_flush():
+    """10 micro-batches, k=4: windows 1 and 2 through fit (JAX: stateless_apply
+    under jit), then a flushed window of 2 (eager, divisor and b_big of 2)."""
+    x, y = regression_data(n=10 * B)
+    opt = boost.GradientAccumulation(keras.optimizers.SGD(0.1), K, measure_gradient_norms=True)
+    model = linear_model(opt)
+    w, b = (np.array(v, dtype="float64") for v in model.get_weights())
+    assert opt.gradient_norms() is None  # not built
+    reference = numpy_windows(w, b, x, y, [rows(0, 4), rows(4, 4), rows(8, 2)], lr=0.1)
+    assert reference[0][0] > 1.5 * reference[0][1]  # the micro-batches differ
+
+    fit(model, x[: 8 * B], y[: 8 * B], batch_size=B)
+    norms = opt.gradient_norms()
+    assert (norms.steps, norms.windows, norms.replicas) == (K, 2, 1)
+    np.testing.assert_allclose([norms.sq_norm_small, norms.sq_norm_big], reference[1], rtol=1e-5)
+
+    fit(model, x[8 * B :], y[8 * B :], batch_size=B)  # 2 micro-batches: no window closes
+    assert opt.gradient_norms().windows == 2
+    assert opt.flush()
+    norms = opt.gradient_norms()
+    assert (norms.steps, norms.windows) == (2, 3)
+    np.testing.assert_allclose([norms.sq_norm_small, norms.sq_norm_big], reference[2], rtol=1e-5)
+
+
+def test_measuring_does_not_change_training():
+    x, y = regression_data(n=8 * B)
+    measured = linear_model(boost.GradientAccumulation(sgd_schedule(), K, measure_gradient_norms=True))
+    plain = linear_model(boost.GradientAccumulation(sgd_schedule(), K))
+    fit(measured, x, y, batch_size=B)
+    fit(plain, x, y, batch_size=B)
+    for a, c in zip(to_numpy(measured.weights), to_numpy(plain.weights)):
+        np.testing.assert_array_equal(a, c)
+    assert plain.optimizer.gradient_norms() is None  # off: nothing recorded
+    assert all(np.all(v == 0) for v in to_numpy(plain.optimizer._norm_variables))
+
+
+def test_gradient_norms_need_two_micro_batches_and_a_fully_measured_window():
+    variable = keras.Variable(np.zeros((4,), "float32"))
+    opt = boost.GradientAccumulation(keras.optimizers.SGD(0.0), 2)
+    opt.build([variable])
+
+    def step(value):
+        # float16 gradients: 300 ** 2 overflows float16, the norms are float32.
+        opt.apply([keras.ops.full((4,), value, dtype="float16")], [variable])
+
+    step(300.0)
+    opt.measure_gradient_norms = True  # mid-window: this window records nothing
+    step(100.0)
+    assert opt.gradient_norms() is None
+    step(300.0)
+    step(100.0)
+    norms = opt.gradient_norms()
+    assert (norms.steps, norms.windows) == (2, 1)
+    assert norms.sq_norm_small == pytest.approx(4 * (300.0**2 + 100.0**2) / 2)  # 200000
+    assert norms.sq_norm_big == pytest.approx(4 * 200.0**2)  # mean gradient 200
+
+    single = boost.GradientAccumulation(keras.optimizers.SGD(0.0), 1, measure_gradient_norms=True)
+    single.build([variable])
+    single.apply([keras.ops.ones((4,))], [variable])
+    assert single.gradient_norms() is None  # k = 1: no second batch size
+
+
+def test_loads_checkpoints_written_before_the_gradient_norm_state():
+    x, y = regression_data(n=6 * B)
+    model = linear_model(boost.GradientAccumulation(adam_ema(), K, measure_gradient_norms=True))
+    fit(model, x, y, batch_size=B)  # mid-window: 2 micro-batches accumulated
+    opt = model.optimizer
+    store = {}
+    opt.save_own_variables(store)
+    norm_keys = {str(i) for i, v in enumerate(opt.variables) if any(v is n for n in opt._norm_variables)}
+    assert len(norm_keys) == 6 and len(store) == len(opt.variables)
+    # The layout before the gradient-norm state: the same entries without them.
+    old = [store[k] for k in sorted(store, key=int) if k not in norm_keys]
+    old_store = {str(i): value for i, value in enumerate(old)}
+
+    restored = linear_model(boost.GradientAccumulation(adam_ema(), K, measure_gradient_norms=True))
+    restored.optimizer.build(restored.trainable_variables)
+    restored.optimizer.load_own_variables(old_store)
+    kept = [v for v in restored.optimizer.variables if not any(v is n for n in restored.optimizer._norm_variables)]
+    for a, c in zip(to_numpy(kept), old):
+        np.testing.assert_array_equal(a, c)
+    assert int(restored.optimizer.micro_step) == 2 and int(restored.optimizer.iterations) == 1
+    assert all(np.all(v == 0) for v in to_numpy(restored.optimizer._norm_variables))
+
+    # A store that fits neither layout is skipped with Keras' warning.
+    bad = dict(old_store)
+    bad["0"] = np.zeros((7,), "float32")
+    fresh = linear_model(boost.GradientAccumulation(adam_ema(), K))
+    fresh.optimizer.build(fresh.trainable_variables)
+    with pytest.warns(UserWarning, match="Skipping variable loading"):
+        fresh.optimizer.load_own_variables(bad)
+    assert int(fresh.optimizer.micro_step) == 0
+
+
+def test_loads_a_keras_file_written_before_the_gradient_norm_state(tmp_path):
+    """A .keras file rewritten to the old layout (the six entries removed from
+    `optimizer/vars`, the rest renumbered) loads with its whole state."""
+    import zipfile
+
+    import h5py
+
+    x, y = regression_data(n=6 * B)
+    model = linear_model(boost.GradientAccumulation(adam_ema(), K))
+    fit(model, x, y, batch_size=B)  # mid-window
+    model.save(tmp_path / "new.keras")
+    opt = model.optimizer
+    norm_index = [i for i, v in enumerate(opt.variables) if any(v is n for n in opt._norm_variables)]
+    with zipfile.ZipFile(tmp_path / "new.keras") as src:
+        src.extractall(tmp_path / "unzipped")
+    with h5py.File(tmp_path / "unzipped" / "model.weights.h5", "r+") as f:
+        group = f["optimizer/vars"]
+        values = [np.array(group[str(i)]) for i in range(len(group))]
+        for key in list(group):
+            del group[key]
+        old = [v for i, v in enumerate(values) if i not in norm_index]
+        for i, value in enumerate(old):
+            group[str(i)] = value
+    with zipfile.ZipFile(tmp_path / "old.keras", "w") as dst:
+        for name in ("metadata.json", "config.json", "model.weights.h5"):
+            dst.write(tmp_path / "unzipped" / name, name)
+
+    restored = keras.saving.load_model(tmp_path / "old.keras")
+    ropt = restored.optimizer
+    assert int(ropt.micro_step) == 2 and int(ropt.iterations) == 1
+    kept = [v for v in ropt.variables if not any(v is n for n in ropt._norm_variables)]
+    assert len(kept) == len(old)
+    for a, c in zip(to_numpy(kept), old):
+        np.testing.assert_array_equal(a, c)
+    assert ropt.gradient_norms() is None
+
+
+def test_save_load_keeps_the_gradient_norms_and_the_flag(tmp_path):
+    x, y = regression_data(n=10 * B)
+    model = linear_model(boost.GradientAccumulation(keras.optimizers.SGD(0.1), K, measure_gradient_norms=True))
+    fit(model, x, y, batch_size=B)
+    model.save(tmp_path / "m.keras")
+    restored = keras.saving.load_model(tmp_path / "m.keras")
+    opt = restored.optimizer
+    assert opt.measure_gradient_norms is True and opt.get_config()["measure_gradient_norms"] is True
+    assert opt.gradient_norms() == model.optimizer.gradient_norms()
+    fit(restored, x[: 2 * B], y[: 2 * B], batch_size=B)  # closes the window left open
+    assert opt.gradient_norms().windows == 3
+
+
+@pytest.mark.parametrize("bad", [1, "yes", None])
+def test_rejects_non_bool_measure_flag(bad):
+    with pytest.raises(TypeError, match=rf"measure_gradient_norms must be True or False, got {bad!r}"):
+        boost.GradientAccumulation(keras.optimizers.SGD(), 2, measure_gradient_norms=bad)

@@ -119,3 +119,25 @@ def test_mirrored_save_load_mid_window_resumes_exactly(run):
     assert report["save_replicas_differ"]
     assert report["restored_iterations"] == 3
     _assert_weights(weights, "restored3", "reference3")
+
+
+def test_mirrored_gradient_norms_are_per_replica_without_collectives(run):
+    """measure_gradient_norms=True: every replica measures its own local
+    micro-batches; nothing is communicated for it; training is unchanged."""
+    report, weights = run
+    assert report["measure_counts"] == {
+        "gradient_all_reduce": [3] * N_REPLICAS,
+        "replica_ctx_all_reduce": [3] * N_REPLICAS,
+    }
+    _assert_weights(weights, "measure3", "reference3")
+    copies, expected = report["measure_replica_norms"], report["measure_expected"]
+    assert copies["steps"] == [4] * N_REPLICAS and copies["windows"] == [3] * N_REPLICAS
+    # Keras divides each replica's loss by the replica count: copies hold the
+    # norms / replicas**2; gradient_norms() returns replica 0's, scaled back.
+    for name in ("small", "big"):
+        np.testing.assert_allclose(np.array(copies[name]) * N_REPLICAS**2, expected[name], rtol=1e-4)
+    assert len(set(copies["small"])) == N_REPLICAS  # the replicas' rows differ
+    norms = report["measure_norms"]
+    assert (norms["steps"], norms["windows"], norms["replicas"]) == (4, 3, N_REPLICAS)
+    np.testing.assert_allclose([norms["sq_norm_small"], norms["sq_norm_big"]],
+                               [expected["small"][0], expected["big"][0]], rtol=1e-4)

@@ -83,6 +83,115 @@ def test_noise_scale_mode_grows_k_up_to_max_steps():
     assert [(s, k) for s, _, k, _ in grow.history] == [(0, 2)]  # ceil(24 / 8) = 3, capped at 2
 
 
+# --- the noise scale measured by GradientAccumulation -------------------------
+
+
+def linear(k, lr=0.01):
+    keras.utils.set_random_seed(0)
+    inputs = keras.Input((16,))
+    outputs = keras.layers.Dense(4, kernel_initializer="zeros")(inputs)
+    model = keras.Model(inputs, outputs)
+    opt = boost.GradientAccumulation(keras.optimizers.SGD(lr), max_accumulation_step=k)
+    model.compile(optimizer=opt, loss="mse")
+    return model, opt
+
+
+def least_squares_data(n, noise, seed=1):
+    """y = x @ W* + noise * N(0, 1): at W = 0, B_simple ~ 125 for noise 5 (Monte Carlo)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 16)).astype("float32")
+    y = x @ np.full((16, 4), 0.5, "float32") + noise * rng.normal(size=(n, 4)).astype("float32")
+    return x, y
+
+
+def ema_of(measurements, decay=0.9):
+    """B_simple of NoiseScale's EMA, recomputed from (step, k, small, big, _)."""
+    g2 = trace = None
+    for _, k, small, big, _ in measurements:
+        _, g, t = simple_noise_scale(small, big, B, k * B)
+        g2 = g if g2 is None else decay * g2 + (1 - decay) * g
+        trace = t if trace is None else decay * trace + (1 - decay) * t
+    return trace / g2 if g2 > 0 else math.inf
+
+
+def test_auto_noise_scale_raises_k_when_the_labels_are_noisy():
+    x, y = least_squares_data(96, noise=5.0)  # 12 micro-batches of 8
+    model, opt = linear(k=2)
+    grow = boost.callbacks.AdaptiveBatchSize(noise_scale="auto", max_steps=4, micro_batch=B, lr_rule=None)
+    model.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0, callbacks=[grow])
+    assert opt.measure_gradient_norms  # switched on by the callback
+    # The first window (k=2, b_big=16) measures B_simple > 8 * 3: k goes to the cap.
+    assert grow.measurements[0][:2] == (2, 2)
+    assert 4 * B < grow.measurements[0][4] < math.inf
+    assert [(s, k) for s, _, k, _ in grow.history] == [(2, 4)]
+    assert opt.max_accumulation_step == 4
+    # Later windows are fed with their own k (b_big = 4 * 8): windows close at 6 and 10.
+    assert [(s, k) for s, k, *_ in grow.measurements] == [(2, 2), (6, 4), (10, 4)]
+    assert grow.noise_scale.value == pytest.approx(ema_of(grow.measurements), rel=1e-6)
+    assert grow.noise_scale.count == 3
+
+
+def test_auto_noise_scale_keeps_k_for_a_noise_free_gradient():
+    x, y = least_squares_data(8, noise=5.0)
+    x, y = np.tile(x, (8, 1)), np.tile(y, (8, 1))  # every micro-batch is the same 8 rows
+    model, opt = linear(k=2)
+    grow = boost.callbacks.AdaptiveBatchSize(noise_scale="auto", max_steps=8, micro_batch=B)
+    model.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0, callbacks=[grow])
+    assert len(grow.measurements) == 4  # every window of 2 fed
+    for _, k, small, big, _ in grow.measurements:
+        assert k == 2 and big > 0
+        assert small == pytest.approx(big, rel=1e-5)  # tr(Sigma) ~ 0
+    assert abs(grow.noise_scale.value) < 1e-3
+    assert grow.history == [] and opt.max_accumulation_step == 2
+
+
+def test_noise_scale_mode_starts_measuring_at_k_two():
+    x, y = least_squares_data(32, noise=0.0)
+    model, opt = linear(k=1, lr=0.01)
+    grow = boost.callbacks.AdaptiveBatchSize(noise_scale="auto", max_steps=2, micro_batch=B)
+    model.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0, callbacks=[grow])
+    assert grow.history == [(0, 0, 2, pytest.approx(0.02))]  # k=1 measures nothing: 2, linear LR rule
+    assert [k for _, k, *_ in grow.measurements] == [2, 2]
+
+
+def test_noise_scale_feeding_survives_save_and_load(tmp_path):
+    x, y = least_squares_data(32, noise=5.0)
+    model, opt = linear(k=2)
+    grow = boost.callbacks.AdaptiveBatchSize(noise_scale=NoiseScale(B, 2 * B), max_steps=2, micro_batch=B)
+    model.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0, callbacks=[grow])
+    assert grow.noise_scale.count == 2
+    model.save(tmp_path / "m.keras")
+    restored = keras.saving.load_model(tmp_path / "m.keras")
+    ga = restored.optimizer
+    assert isinstance(ga, boost.GradientAccumulation) and ga.measure_gradient_norms
+    assert ga.gradient_norms() == opt.gradient_norms()
+    for a, b in zip(restored.get_weights(), model.get_weights()):
+        np.testing.assert_array_equal(a, b)
+    # A new fit feeds the same estimator, not the window it already saw.
+    restored.fit(x, y, batch_size=B, epochs=1, shuffle=False, verbose=0, callbacks=[grow])
+    assert grow.noise_scale.count == 4 and ga.gradient_norms().windows == 4
+
+
+def test_noise_scale_errors():
+    with pytest.raises(TypeError, match=r"noise_scale must be one of None, 'auto', a NoiseScale, got 'Auto'"):
+        boost.callbacks.AdaptiveBatchSize(noise_scale="Auto", max_steps=4, micro_batch=B)
+    with pytest.raises(ValueError, match=r"max_steps >= 2 .* got max_steps=1"):
+        boost.callbacks.AdaptiveBatchSize(noise_scale="auto", max_steps=1, micro_batch=B)
+    with pytest.raises(ValueError, match=r"micro_batch must be an int >= 1 .* got 0"):
+        boost.callbacks.AdaptiveBatchSize(noise_scale="auto", max_steps=4, micro_batch=0)
+    with pytest.raises(ValueError, match=r"max_steps=4, micro_batch=None"):
+        boost.callbacks.AdaptiveBatchSize(noise_scale="auto", max_steps=4)
+
+
+def test_noise_scale_update_takes_per_measurement_sizes():
+    ns = NoiseScale(8, 16, decay=0.5)
+    g2, trace = 0.5, 12.0
+    ns.update(g2 + trace / 8, g2 + trace / 16)
+    ns.update(g2 + trace / 8, g2 + trace / 64, b_small=8, b_big=64)
+    assert ns.value == pytest.approx(trace / g2)
+    assert (ns.g2, ns.trace) == pytest.approx((g2, trace))
+
+
 def test_errors():
     with pytest.raises(ValueError, match="lr_rule must be one of"):
         boost.callbacks.AdaptiveBatchSize({1: 2}, lr_rule="cubic")

@@ -21,6 +21,9 @@ batch sizes b_small < b_big,
     B_simple = S / |G|^2
 
 (both unbiased; their ratio is taken after smoothing each with an EMA).
+`AdaptiveBatchSize(noise_scale=...)` feeds the estimator itself from the
+accumulation windows of `boost.GradientAccumulation`: b_small is the `fit`
+batch (one micro-batch), b_big the window's k micro-batches.
 """
 
 import math
@@ -72,12 +75,22 @@ class NoiseScale:
     Feed it squared gradient norms with `update(sq_norm_small, sq_norm_big)`
     (e.g. per-replica and all-reduced gradients, or one micro-batch and the
     accumulated window); `value` is B_simple from the smoothed |G|^2 and S.
+    Each measurement may come with its own batch sizes
+    (`update(..., b_small=, b_big=)`, e.g. when the accumulation steps
+    change): the EMA smooths the unbiased estimates of |G|^2 and S, which do
+    not depend on the sizes they were measured at. `AdaptiveBatchSize` feeds
+    it this way.
+
+    Args:
+        b_small, b_big: the default batch sizes of `update` (0 < b_small < b_big).
+        decay: the EMA decay in [0, 1) (0: the last measurement only).
 
     Example:
 
     ```python
     ns = NoiseScale(b_small=32, b_big=256)
     ns.update(2.0, 1.1)
+    ns.update(2.1, 1.0, b_small=32, b_big=512)  # a window of 16 micro-batches
     ns.value
     ```
     """
@@ -90,8 +103,12 @@ class NoiseScale:
         self.g2 = self.trace = None
         self.count = 0
 
-    def update(self, sq_norm_small, sq_norm_big):
-        _, g2, trace = simple_noise_scale(sq_norm_small, sq_norm_big, self.b_small, self.b_big)
+    def update(self, sq_norm_small, sq_norm_big, b_small=None, b_big=None):
+        """Adds one measurement; returns the new `value`. `b_small` / `b_big`
+        default to the constructor's."""
+        b_small = self.b_small if b_small is None else b_small
+        b_big = self.b_big if b_big is None else b_big
+        _, g2, trace = simple_noise_scale(sq_norm_small, sq_norm_big, b_small, b_big)
         if self.count == 0:
             self.g2, self.trace = g2, trace
         else:
@@ -125,6 +142,9 @@ def lr_factor(rule, k_old, k_new):
     if rule == "sqrt":
         return math.sqrt(ratio)
     raise ValueError(f"lr_rule must be one of {LR_RULES}, got {rule!r}.")
+
+
+NOISE_SCALE_OPTIONS = ("None", "'auto'", "a NoiseScale")
 
 
 def _check_k(value, where):
@@ -181,6 +201,22 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
     epoch-keyed change whose epoch starts mid-window waits until the window
     closes.
 
+    Noise-scale mode (`noise_scale="auto"` or a `NoiseScale`): the callback
+    switches on the optimizer's `measure_gradient_norms` (one retrace at the
+    start of `fit` if it was off; it stays on) and, at the end of every
+    window, feeds the estimator with the window's two squared norms
+    (`GradientAccumulation.gradient_norms()`): b_small = `micro_batch`,
+    b_big = the k of *that* window times `micro_batch` (so a change of k
+    changes b_big from the next window on). Under `tf.distribute` both sizes
+    are divided by the replica count (the norms are replica 0's, of its
+    local share of each micro-batch). Non-finite measurements are skipped.
+    Then k grows (never shrinks) to `ceil(B_simple / micro_batch)`, capped
+    by `max_steps`. A window of one micro-batch has no second batch size,
+    so the mode never runs with k = 1: if k is 1 at a window boundary, it is
+    raised to 2 (recorded in `history`, learning rate rescaled by `lr_rule`)
+    and measuring starts there. On JAX reading the norms syncs the fit
+    loop's state once per window (`callback.model`).
+
     Args:
         schedule: dict (or list of pairs) `when -> k`. `when` is an epoch
             (an int or "2ep": from the start of that 0-based epoch) or a
@@ -188,18 +224,21 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
             `epochs * steps` micro-batches of this `fit`). The k of the
             latest passed key applies; before the first key, k is the
             optimizer's own.
-        noise_scale: None, or a `NoiseScale` the caller feeds; at each window
-            boundary k grows (never shrinks) to
-            `ceil(noise_scale.value / micro_batch)`, capped by `max_steps`.
-            `micro_batch` must then be given.
-        max_steps: cap for k (required with `noise_scale`); a schedule value
-            above it is an error.
+        noise_scale: None; "auto" (a `NoiseScale(micro_batch,
+            2 * micro_batch)` with the default decay 0.9, then in
+            `self.noise_scale`); or a `NoiseScale`, which the callback feeds
+            (with each window's own batch sizes, see above). `micro_batch`
+            and `max_steps` must then be given.
+        max_steps: cap for k (required with `noise_scale`, then >= 2); a
+            schedule value above it is an error.
         lr_rule: "linear", "sqrt" or None (see the module docstring). The
             learning rate must be a float (not a schedule) unless None.
         micro_batch: the `fit` batch size (for the noise-scale rule).
         verbose: print each change.
 
-    `history` lists (micro-batch index, epoch, k, learning rate) per change.
+    `history` lists (micro-batch index, epoch, k, learning rate) per change;
+    `measurements` lists (micro-batch index, window k, sq_norm_small,
+    sq_norm_big, B_simple after the update) per measurement fed.
 
     Example:
 
@@ -209,6 +248,14 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
     grow = boost.callbacks.AdaptiveBatchSize({"0.5dur": 2, "0.75dur": 4}, lr_rule="linear")
     model.fit(x, y, batch_size=32, epochs=8, callbacks=[grow])
     grow.history   # [(step, epoch, 2, 0.1), (step, epoch, 4, 0.2)]
+
+    # Grow k from the measured gradient noise scale, up to 16 micro-batches:
+    opt = boost.GradientAccumulation(keras.optimizers.SGD(0.05), max_accumulation_step=2)
+    model.compile(optimizer=opt, loss="mse")
+    grow = boost.callbacks.AdaptiveBatchSize(noise_scale="auto", max_steps=16, micro_batch=32)
+    model.fit(x, y, batch_size=32, epochs=8, callbacks=[grow])
+    grow.noise_scale.value   # B_simple, in examples
+    grow.measurements        # [(step, k, sq_norm_small, sq_norm_big, B_simple), ...]
     ```
     """
 
@@ -228,11 +275,30 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
             if max_steps is not None and k > max_steps:
                 raise ValueError(f"The schedule sets k={k} at {when!r}, above max_steps={max_steps}.")
             self.schedule.append((kind, at, k))
+        if micro_batch is not None:
+            if isinstance(micro_batch, np.integer):
+                micro_batch = int(micro_batch)
+            if isinstance(micro_batch, bool) or not isinstance(micro_batch, int) or micro_batch < 1:
+                raise ValueError(f"micro_batch must be an int >= 1 (the fit batch size), got {micro_batch!r}.")
         if noise_scale is not None:
-            if not isinstance(noise_scale, NoiseScale):
-                raise TypeError(f"noise_scale must be a NoiseScale or None, got {type(noise_scale).__name__}.")
+            if isinstance(noise_scale, str) and noise_scale == "auto":
+                pass
+            elif not isinstance(noise_scale, NoiseScale):
+                raise TypeError(
+                    f"noise_scale must be one of {', '.join(NOISE_SCALE_OPTIONS)}, got {noise_scale!r}."
+                )
             if max_steps is None or micro_batch is None:
-                raise ValueError("noise_scale needs max_steps (a cap for k) and micro_batch (the fit batch size).")
+                raise ValueError(
+                    "noise_scale needs max_steps (a cap for k) and micro_batch (the fit batch size), got "
+                    f"max_steps={max_steps!r}, micro_batch={micro_batch!r}."
+                )
+            if max_steps < 2:
+                raise ValueError(
+                    "noise_scale needs max_steps >= 2 (the noise scale is measured from windows of k >= 2 "
+                    f"micro-batches), got max_steps={max_steps}."
+                )
+            if isinstance(noise_scale, str):
+                noise_scale = NoiseScale(micro_batch, 2 * micro_batch)
         if not self.schedule and noise_scale is None:
             raise ValueError("AdaptiveBatchSize needs a schedule or a noise_scale.")
         self.noise_scale = noise_scale
@@ -241,6 +307,7 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
         self.micro_batch = micro_batch
         self.verbose = verbose
         self.history = []
+        self.measurements = []
 
     # --- helpers -------------------------------------------------------------
 
@@ -269,11 +336,26 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
                     passed.append((step, value))
         if passed:
             k = max(passed, key=lambda p: p[0])[1]
-        if self.noise_scale is not None and self.noise_scale.value is not None:
-            wanted = self.noise_scale.value
-            want = self.max_steps if math.isinf(wanted) else math.ceil(wanted / self.micro_batch)
-            k = max(k, self._opt.max_accumulation_step, min(want, self.max_steps))
+        if self.noise_scale is not None:
+            k = max(k, 2)  # a window of one micro-batch measures nothing
+            if self.noise_scale.value is not None:
+                wanted = self.noise_scale.value
+                want = self.max_steps if math.isinf(wanted) else math.ceil(wanted / self.micro_batch)
+                k = max(k, self._opt.max_accumulation_step, min(want, self.max_steps))
         return k
+
+    def _feed(self):
+        """Feeds the estimator with the window that just closed, if measured."""
+        self.model  # on JAX: syncs the fit loop's state into the variables
+        norms = self._opt.gradient_norms()
+        if norms is None or norms.windows == self._seen_windows:
+            return
+        self._seen_windows = norms.windows
+        if not (math.isfinite(norms.sq_norm_small) and math.isfinite(norms.sq_norm_big)):
+            return
+        b_small = self.micro_batch / norms.replicas
+        value = self.noise_scale.update(norms.sq_norm_small, norms.sq_norm_big, b_small, norms.steps * b_small)
+        self.measurements.append((self._batches, norms.steps, norms.sq_norm_small, norms.sq_norm_big, value))
 
     # --- callback hooks ------------------------------------------------------
 
@@ -304,6 +386,12 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
         self._batches = 0
         self._epoch = 0
         self._window = int(ops.convert_to_numpy(self._opt.micro_step.value)) if self._opt.built else 0
+        if self.noise_scale is not None:
+            norms = self._opt.gradient_norms()
+            self._seen_windows = norms.windows if norms is not None else 0  # fed before, or stale
+            if not self._opt.measure_gradient_norms:
+                self._opt.measure_gradient_norms = True
+                model.make_train_function(force=True)  # the flag is read when the step is traced
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
@@ -321,6 +409,8 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
         self._window += 1
         if self._window >= self._opt.max_accumulation_step:
             self._window = 0
+            if self.noise_scale is not None:
+                self._feed()
 
     def _change(self, k_old, k_new):
         model = self.model  # on JAX: syncs the fit loop's state into the variables
@@ -334,5 +424,7 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
         model.make_train_function(force=True)
         self.history.append((self._batches, self._epoch, k_new, lr))
         if self.verbose:
+            noise = self.noise_scale.value if self.noise_scale is not None else None
             print(f"AdaptiveBatchSize: micro-batch {self._batches} (epoch {self._epoch}): accumulation steps "
-                  f"{k_old} -> {k_new}" + ("" if lr is None else f", learning rate {lr:.6g}"))
+                  f"{k_old} -> {k_new}" + ("" if lr is None else f", learning rate {lr:.6g}")
+                  + ("" if noise is None else f", noise scale {noise:.4g}"))

@@ -12,3 +12,5 @@ from keras_boost.ops.loss_scale import unscale
 from keras_boost.ops.loss_scale import unscale_by_group
 from keras_boost.ops.loss_scale import update_group_scales
 from keras_boost.ops.loss_scale import update_loss_scale
+from keras_boost.ops.noise_scale import squared_global_norm
+from keras_boost.ops.noise_scale import window_gradient_norms

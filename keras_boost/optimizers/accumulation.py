@@ -19,17 +19,56 @@ runs once per window, i.e. counts real updates. Keras' own
 `gradient_accumulation_steps` advances schedules and EMA per micro-step and
 cannot run under `MirroredStrategy` (keras#20582); see
 `docs/methods/grad_accumulation.md`.
+
+With `measure_gradient_norms=True` a window also yields the two squared
+gradient norms of the gradient noise scale (McCandlish et al. 2018, appendix
+A), read with `gradient_norms()`; `AdaptiveBatchSize(noise_scale=...)` switches
+it on and feeds its estimator from them.
 """
+
+import collections
 
 import keras
 import numpy as np
 from keras import ops
 
 from keras_boost import backend as kb_backend
+from keras_boost.ops.noise_scale import squared_global_norm
+from keras_boost.ops.noise_scale import window_gradient_norms
 from keras_boost.optimizers.base import OptimizerWrapper
 from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.base import optimizer_chain
 from keras_boost.optimizers.base import check_optimizer
+
+
+# The gradient-norm state (appended to the wrapper's own variables after
+# `micro_step`). Checkpoints written before it existed have this many fewer
+# optimizer variables; `load_own_variables` reads them with the state zeroed.
+_NORM_VARIABLES = (
+    ("sq_norm_sum", "float32"),
+    ("sq_norm_measured", "int32"),
+    ("last_sq_norm_small", "float32"),
+    ("last_sq_norm_big", "float32"),
+    ("last_window_steps", "int32"),
+    ("measured_windows", "int32"),
+)
+
+GradientNorms = collections.namedtuple(
+    "GradientNorms", ["sq_norm_small", "sq_norm_big", "steps", "windows", "replicas"]
+)
+GradientNorms.__doc__ = """The squared gradient norms of the last measured accumulation window.
+
+- `sq_norm_small`: the mean over the window's micro-batches of the squared
+  global L2 norm of each micro-batch gradient (batch b, the `fit` batch);
+- `sq_norm_big`: the squared global L2 norm of the window's mean gradient
+  (batch `steps * b`);
+- `steps`: the window's number of micro-batches (its k, or m < k for a
+  flushed partial window), so `b_big = steps * b_small`;
+- `windows`: how many windows have been measured so far (tells a new
+  measurement from one already read);
+- `replicas`: the replicas in sync; with more than 1, the norms are replica
+  0's, of its local micro-batch of b / replicas examples.
+"""
 
 
 def _check_steps(max_accumulation_step):
@@ -105,12 +144,32 @@ class GradientAccumulation(OptimizerWrapper):
     window (a freeze schedule keyed on `optimizer.iterations`, which counts
     updates, does this).
 
+    Gradient norms (opt-in, `measure_gradient_norms=True`): each micro-step
+    then also adds the squared global L2 norm of its gradient (a float32 sum
+    of squares over all gradients: one extra read of the gradients, no
+    communication) to a running sum, and each completed window of k >= 2
+    micro-batches stores two scalars, read with `gradient_norms()`:
+    `sq_norm_small`, the mean over the k micro-batches of their squared norms
+    (batch b), and `sq_norm_big`, the squared norm of the window's mean
+    gradient (batch k * b): the inputs of
+    `boost.callbacks.batch_size.simple_noise_scale`. A window with k = 1, or
+    one that started before the flag was switched on, records nothing. Off
+    (the default), nothing is computed; the six scalar state variables exist
+    either way, so the flag can be switched later (it is read when the train
+    step is traced: call `model.make_train_function(force=True)` after
+    changing it, as `AdaptiveBatchSize` does). Under `tf.distribute` every
+    replica measures its own local micro-batches (b / replicas examples);
+    `gradient_norms()` returns replica 0's values, multiplied by replicas**2
+    to undo Keras' division of each replica's loss by the replica count.
+
     Args:
         optimizer: the `keras.optimizers.Optimizer` to wrap. Its own
             `gradient_accumulation_steps` must be unset.
         max_accumulation_step: int >= 1, the number k of micro-batches per
             update (1: every call updates).
         name: optional name.
+        measure_gradient_norms: bool, measure the two squared gradient norms
+            of each window (see above). Default False.
 
     Example:
 
@@ -121,12 +180,23 @@ class GradientAccumulation(OptimizerWrapper):
     model.fit(x, y, batch_size=32, epochs=3,
               callbacks=[boost.FlushGradientAccumulation()])
     opt.iterations  # number of real updates
+
+    # The two squared norms of the gradient noise scale, per window:
+    opt = boost.GradientAccumulation(keras.optimizers.SGD(0.1), 4, measure_gradient_norms=True)
+    model.compile(optimizer=opt, loss="mse")
+    model.fit(x, y, batch_size=32, epochs=1)
+    opt.gradient_norms()  # GradientNorms(sq_norm_small=..., sq_norm_big=..., steps=4, ...)
     ```
     """
 
-    def __init__(self, optimizer, max_accumulation_step, name=None, **kwargs):
+    def __init__(self, optimizer, max_accumulation_step, name=None, measure_gradient_norms=False, **kwargs):
         check_optimizer(optimizer, where="GradientAccumulation's optimizer")
         max_accumulation_step = _check_steps(max_accumulation_step)
+        if not isinstance(measure_gradient_norms, (bool, np.bool_)):
+            raise TypeError(
+                "measure_gradient_norms must be True or False, got "
+                f"{measure_gradient_norms!r} of type {type(measure_gradient_norms).__name__}."
+            )
         for inner in optimizer_chain(optimizer):
             steps = getattr(inner, "gradient_accumulation_steps", None)
             if steps:
@@ -140,6 +210,7 @@ class GradientAccumulation(OptimizerWrapper):
                 )
         super().__init__(optimizer, name=name or "gradient_accumulation", **kwargs)
         self.max_accumulation_step = max_accumulation_step
+        self.measure_gradient_norms = bool(measure_gradient_norms)
 
     # --- state -------------------------------------------------------------
 
@@ -152,11 +223,76 @@ class GradientAccumulation(OptimizerWrapper):
         self._micro_step = self.add_variable(
             shape=(), dtype="int32", initializer="zeros", name="micro_step"
         )
+        # The gradient-norm state (replica-local too); see _NORM_VARIABLES.
+        self._norm_variables = [
+            self.add_variable(shape=(), dtype=dtype, initializer="zeros", name=name)
+            for name, dtype in _NORM_VARIABLES
+        ]
 
     @property
     def micro_step(self):
         """Micro-batches accumulated in the current (unfinished) window."""
         return self._micro_step
+
+    def gradient_norms(self):
+        """The squared gradient norms of the last measured window, or None.
+
+        Returns a `GradientNorms(sq_norm_small, sq_norm_big, steps, windows,
+        replicas)` (see its docstring), or None while no window of at least 2
+        micro-batches has been measured (see `measure_gradient_norms`). Eager
+        only. On JAX inside `fit`, read it after `callback.model` (which syncs
+        the fit loop's state into the variables).
+
+        Example:
+
+        ```python
+        norms = opt.gradient_norms()
+        simple_noise_scale(norms.sq_norm_small, norms.sq_norm_big,
+                           b_small=32, b_big=32 * norms.steps)
+        ```
+        """
+        if not self.built:
+            return None
+        small, big, steps, windows = (
+            _first_replica(v) for v in self._norm_variables[2:]
+        )
+        if int(steps) < 2:
+            return None
+        _, replicas = self._replicas(self._micro_step)
+        scale = float(replicas) ** 2
+        return GradientNorms(
+            float(small) * scale, float(big) * scale, int(steps), int(windows), replicas
+        )
+
+    def _measuring(self):
+        # A Python decision, baked into the traced step like k itself.
+        return self.measure_gradient_norms and self.max_accumulation_step >= 2
+
+    @staticmethod
+    def _accumulated_norms(norms, grads):
+        """The gradient-norm state after one measured micro-step."""
+        sq_sum, measured, *last = norms
+        return [sq_sum + squared_global_norm(grads), measured + 1, *last]
+
+    @staticmethod
+    def _closed_norms(norms, steps, means):
+        """The gradient-norm state after a window of `steps` micro-batches
+        with mean gradient `means`: the last-window values are replaced only
+        by a valid measurement (see `window_gradient_norms`)."""
+        sq_sum, measured, small_old, big_old, steps_old, windows = norms
+        small, big, valid = window_gradient_norms(sq_sum, measured, steps, means)
+        return [
+            ops.zeros((), dtype="float32"),
+            ops.zeros((), dtype="int32"),
+            ops.where(valid, small, ops.cast(small_old, "float32")),
+            ops.where(valid, big, ops.cast(big_old, "float32")),
+            ops.where(valid, ops.cast(steps, "int32"), ops.cast(steps_old, "int32")),
+            ops.where(valid, ops.cast(windows, "int32") + 1, ops.cast(windows, "int32")),
+        ]
+
+    def _assign_norms(self, values):
+        for variable, value in zip(self._norm_variables, values):
+            variable.assign(ops.cast(value, variable.dtype))
 
     @property
     def accumulators(self):
@@ -181,6 +317,10 @@ class GradientAccumulation(OptimizerWrapper):
             if grad is not None:
                 # Replica-local: under tf.distribute only this replica's copy.
                 self.assign_add(self._accumulators[self._index(variable)], grad)
+        if self._measuring():
+            self._assign_norms(
+                self._accumulated_norms([v.value for v in self._norm_variables], grads)
+            )
         self._micro_step.assign_add(1)
         is_update = ops.greater_equal(self._micro_step.value, self.max_accumulation_step)
         # On TF under a strategy: a cross-replica cond (merge_call ->
@@ -193,10 +333,18 @@ class GradientAccumulation(OptimizerWrapper):
     def _apply_window(self, trainable_variables):
         """Applies the mean of the accumulated gradients; resets the window."""
         divisor = ops.cast(self._micro_step.value, "float32")
-        grads = []
-        for variable in trainable_variables:
-            acc = self._accumulators[self._index(variable)]
-            grads.append(acc.value / ops.cast(divisor, acc.dtype))
+
+        def mean(acc):
+            return acc.value / ops.cast(divisor, acc.dtype)
+
+        grads = [mean(self._accumulators[self._index(v)]) for v in trainable_variables]
+        if self._measuring():
+            # Over every accumulator: what entered the micro-step norms.
+            self._assign_norms(self._closed_norms(
+                [v.value for v in self._norm_variables],
+                self._micro_step.value,
+                [mean(acc) for acc in self._accumulators],
+            ))
         self.inner_optimizer.apply(grads, trainable_variables)
         for acc in self._accumulators:
             acc.assign(ops.zeros(acc.shape, dtype=acc.dtype))
@@ -223,10 +371,15 @@ class GradientAccumulation(OptimizerWrapper):
         position = {id(v): i for i, v in enumerate(self._variables)}
         acc_pos = [position[id(a)] for a in self._accumulators]
         micro_pos = position[id(self._micro_step)]
+        norm_pos = [position[id(v)] for v in self._norm_variables]
         accs = [own_variables[i] for i in acc_pos]
         micro = own_variables[micro_pos]
+        norms = [own_variables[i] for i in norm_pos]
         new_accs = [a if g is None else a + ops.cast(g, a.dtype) for a, g in zip(accs, grads)]
         micro = micro + 1
+        measuring = self._measuring()
+        if measuring:
+            norms = self._accumulated_norms(norms, grads)
         k = self.max_accumulation_step
         inner_variables = list(inner_variables)
         trainable = list(trainable)
@@ -234,26 +387,29 @@ class GradientAccumulation(OptimizerWrapper):
 
         def update():
             divisor = ops.cast(micro, "float32")
-            mean = [
-                ops.divide(a, ops.cast(divisor, a.dtype)) if p else None
-                for a, p in zip(new_accs, present)
-            ]
+            means = [ops.divide(a, ops.cast(divisor, a.dtype)) for a in new_accs]
+            mean = [m if p else None for m, p in zip(means, present)]
             new_trainable, new_inner = self.inner_optimizer.stateless_apply(
                 inner_variables, mean, trainable
             )
             zeros = [ops.zeros_like(a) for a in new_accs]
-            return list(new_trainable), zeros, ops.zeros_like(micro), list(new_inner)
+            new_norms = self._closed_norms(norms, micro, means) if measuring else norms
+            return (list(new_trainable), zeros, ops.zeros_like(micro), list(new_inner),
+                    _cast_like(new_norms, self._norm_variables))
 
         def accumulate():
-            return trainable, new_accs, micro, inner_variables
+            return (trainable, new_accs, micro, inner_variables,
+                    _cast_like(norms, self._norm_variables))
 
-        new_trainable, new_accs, micro, new_inner = ops.cond(
+        new_trainable, new_accs, micro, new_inner, new_norms = ops.cond(
             ops.greater_equal(micro, k), update, accumulate
         )
         new_own = list(own_variables)
         for i, value in zip(acc_pos, new_accs):
             new_own[i] = value
         new_own[micro_pos] = micro
+        for i, value in zip(norm_pos, new_norms):
+            new_own[i] = value
         return new_trainable, new_own, new_inner
 
     # --- partial window ----------------------------------------------------
@@ -311,7 +467,14 @@ class GradientAccumulation(OptimizerWrapper):
             else:
                 store[str(i)] = variable.numpy()
 
+    # Checkpoints written before the gradient-norm state existed hold
+    # len(_NORM_VARIABLES) fewer entries, the rest in the same order: they are
+    # read with that state at zero (shapes checked, else Keras' own warning
+    # and skip).
+
     def load_own_variables(self, store):
+        if self.built and len(store.keys()) == len(self.variables) - len(_NORM_VARIABLES):
+            store = _upgrade_store(store, self.variables, self._norm_variables) or store
         super().load_own_variables(store)
         if not self.built or len(store.keys()) != len(self.variables):
             return
@@ -326,7 +489,53 @@ class GradientAccumulation(OptimizerWrapper):
     def get_config(self):
         config = super().get_config()
         config["max_accumulation_step"] = self.max_accumulation_step
+        config["measure_gradient_norms"] = self.measure_gradient_norms
         return config
+
+
+def _cast_like(values, variables):
+    return [ops.cast(value, variable.dtype) for value, variable in zip(values, variables)]
+
+
+def _first_replica(variable):
+    """The value of `variable` (replica 0's copy under tf.distribute), in NumPy."""
+    value = variable.value
+    strategy = getattr(value, "_distribute_strategy", None)
+    if strategy is not None:
+        value = strategy.experimental_local_results(value)[0]
+    return ops.convert_to_numpy(value)
+
+
+class _UpgradedStore:
+    """A store without the gradient-norm entries, read in the current layout."""
+
+    def __init__(self, store, start, fill):
+        self._store, self._start, self._fill = store, start, fill
+
+    def keys(self):
+        return [str(i) for i in range(len(self._store.keys()) + len(self._fill))]
+
+    def __getitem__(self, key):
+        i = int(key)
+        if i < self._start:
+            return self._store[key]
+        if i < self._start + len(self._fill):
+            return self._fill[i - self._start]
+        return self._store[str(i - len(self._fill))]
+
+
+def _upgrade_store(store, variables, norm_variables):
+    """`store` of the layout before the gradient-norm state, as an
+    `_UpgradedStore` (that state at zero), or None when the saved shapes do
+    not fit that layout."""
+    start = next(i for i, v in enumerate(variables) if v is norm_variables[0])
+    fill = [np.zeros(v.shape, dtype=v.dtype) for v in norm_variables]
+    upgraded = _UpgradedStore(store, start, fill)
+    for i, variable in enumerate(variables):
+        if not start <= i < start + len(fill):
+            if tuple(np.shape(upgraded[str(i)])) != tuple(variable.shape):
+                return None
+    return upgraded
 
 
 def find_gradient_accumulation(optimizer):

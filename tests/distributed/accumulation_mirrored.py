@@ -28,6 +28,10 @@ Scenario "save": model.save in the middle of a window (the replicas' partial
 sums differ), keras.saving.load_model under the strategy, resume: equals the
 uninterrupted run.
 
+Scenario "measure": `measure_gradient_norms=True`: the per-replica squared
+norms of the last window against NumPy-side gradients of each replica's rows,
+with the same all-reduce counts and weights as scenario "keras".
+
 Scenario "boost" (BoostModel with dynamic loss scaling + the grad_accumulation
 config through boost.wrap): the step's cross-replica cond nests the
 wrapper's. Same data as 1 (without the flush); compared with the same
@@ -251,6 +255,43 @@ def main(out_dir):
     restored.fit(dataset(x1, y1, MICRO), verbose=0)
     report["restored_iterations"] = int(restored.optimizer.iterations.numpy())
     arrays.update({f"restored3_{i}": w for i, w in enumerate(restored.get_weights())})
+
+    # Scenario "measure": measure_gradient_norms=True under the strategy. Each
+    # replica measures its local gradients (no collective added); compared
+    # with replica r's rows of window 3 at the reference's weights after 2
+    # updates (Keras splits each global batch of 8 into 4 consecutive pairs).
+    with strategy.scope():
+        mmodel = build()
+        mopt = boost.GradientAccumulation(sgd(), K, measure_gradient_norms=True)
+        mmodel.compile(optimizer=mopt, loss="mse")
+        mopt.build(mmodel.trainable_variables)
+        install_counters(mopt.inner_optimizer)
+    mmodel.fit(dataset(x1, y1, MICRO), epochs=2, verbose=0)
+    report["measure_counts"] = read_counters(strategy)
+    report["measure_norms"] = mopt.gradient_norms()._asdict()
+    report["measure_replica_norms"] = {
+        name: replica_copies(strategy, v)
+        for name, v in zip(["small", "big", "steps", "windows"], mopt._norm_variables[2:])
+    }
+    arrays.update({f"measure3_{i}": w for i, w in enumerate(mmodel.get_weights())})
+    at_window3 = build()
+    at_window3.compile(optimizer=sgd(), loss="mse")
+    at_window3.fit(dataset(x_all[: 8 * MICRO], y_all[: 8 * MICRO], K * MICRO), verbose=0)
+    local = MICRO // N_REPLICAS
+    expected = {"small": [], "big": []}
+    for r in range(N_REPLICAS):
+        grads = []
+        for i in range(K):  # window 3 = micro-batches 2..5 of the second epoch over x1
+            start = (2 + i) * MICRO + r * local
+            xb, yb = x1[start : start + local], y1[start : start + local]
+            with tf.GradientTape() as tape:
+                loss = keras.losses.MeanSquaredError()(yb, at_window3(xb))
+            g = tape.gradient(loss, at_window3.trainable_variables)
+            grads.append(np.concatenate([np.ravel(v.numpy()) for v in g]).astype("float64"))
+        grads = np.array(grads)
+        expected["small"].append(float(np.mean(np.sum(grads**2, axis=1))))
+        expected["big"].append(float(np.sum(grads.mean(axis=0) ** 2)))
+    report["measure_expected"] = expected
 
     np.savez(os.path.join(out_dir, "weights.npz"), **arrays)
     with open(os.path.join(out_dir, "report.json"), "w") as f:
