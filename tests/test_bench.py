@@ -360,3 +360,29 @@ def test_cpu_flags_are_a_subset_of_what_is_asked():
     from keras_boost.bench.machine import cpu_flags
 
     assert set(cpu_flags(("avx2", "no_such_flag"))) <= {"avx2"}
+
+
+def test_first_seed_and_merging_results(monkeypatch):
+    assert harness.interleaved_jobs(["a", "b"], ["float32"], 2, first_seed=3) == [
+        ("b", "float32", 3), ("a", "float32", 3), ("a", "float32", 4), ("b", "float32", 4)]
+
+    def fake_run(workload, variant, precision, seed, short_ratio=0.8):
+        return {"variant": variant, "precision": precision, "seed": seed, "skipped": "fake"}
+
+    monkeypatch.setattr(harness, "run_once", fake_run)
+    kwargs = dict(progress=False, burn_in_fit=False)
+    first = harness.run_benchmark(harness.tiny_workload(), ["baseline", "O1"], ["float32"], seeds=2, **kwargs)
+    later = harness.run_benchmark(harness.tiny_workload(), ["baseline", "O1"], ["float32"], seeds=1,
+                                  first_seed=2, **kwargs)
+    merged = harness.merge_results(first, later)
+    assert [(r["variant"], r["seed"], r["order"]) for r in merged["runs"]] == [
+        ("baseline", 0, 0), ("O1", 0, 1), ("O1", 1, 2), ("baseline", 1, 3), ("baseline", 2, 4), ("O1", 2, 5)]
+    assert merged["environment"]["appended"] == [later["environment"]]
+    assert first["runs"][-1]["order"] == 3  # the inputs are not changed
+    with pytest.raises(ValueError, match=r"Both results hold the runs \[\('O1', 'float32', 0\)"):
+        harness.merge_results(first, first)
+    other = {**later, "short_ratio": 0.5}
+    with pytest.raises(ValueError, match="'short_ratio' differ: 0.8 vs 0.5"):
+        harness.merge_results(first, other)
+    with pytest.raises(ValueError, match="first_seed must be an int >= 0, got -1"):
+        harness.run_benchmark(harness.tiny_workload(), ["baseline"], ["float32"], first_seed=-1, **kwargs)

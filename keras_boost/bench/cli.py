@@ -9,6 +9,8 @@ keras-boost bench --workload realistic --seeds 3 \
 keras-boost bench --workload resnet --seeds 3 --backend jax --output-dir results/
 keras-boost bench --factory mypackage.bench:workload --variants baseline,O1
 keras-boost bench --report bench_results/bench_realistic_tensorflow.json   # re-render only
+keras-boost bench --workload realistic --seeds 2 --first-seed 3 --precisions float32 \
+    --variants baseline,baseline-short,O1 --append-to bench_results/bench_realistic_tensorflow.json
 python -m keras_boost.bench --quick
 ```
 """
@@ -34,11 +36,16 @@ def parse_args(argv):
     parser.add_argument("--variants", help="comma-separated subset (default: all)")
     parser.add_argument("--precisions", default="float32,mixed_bfloat16", help="comma-separated")
     parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds run are first-seed .. first-seed + seeds - 1 (to add seeds to a run)")
     parser.add_argument("--epochs", type=int, help="override the workload's epochs")
     parser.add_argument("--short-ratio", type=float, default=0.8, help="length of baseline-short")
     parser.add_argument("--accuracy-drop", type=float, default=0.005,
                         help="the reports' threshold is the baseline's median final accuracy minus this "
                         "(default 0.005: half a point)")
+    parser.add_argument("--append-to", metavar="JSON",
+                        help="add this run's runs to an earlier result of the same workload (with "
+                        "--first-seed for new seeds) and report them together")
     parser.add_argument("--report", metavar="JSON",
                         help="only re-render the table and plot of a result written before (next to it)")
     parser.add_argument("--no-burn-in", action="store_true",
@@ -51,6 +58,8 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
+    if args.first_seed < 0:
+        parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
     if not 0 < args.short_ratio < 1:
         parser.error(f"--short-ratio must be in (0, 1), got {args.short_ratio}")
     if not 0 <= args.accuracy_drop < 1:
@@ -140,12 +149,19 @@ def run(argv=None):
             harness.variant_spec(variant)
     except ValueError as error:
         raise SystemExit(f"--variants: {error}")
+    earlier = report.load_json(args.append_to) if args.append_to else None  # fail before running
     result = harness.run_benchmark(
         workload, variants, precisions, seeds, args.short_ratio, progress=not args.no_progress,
-        burn_in_fit=not args.no_burn_in,
+        burn_in_fit=not args.no_burn_in, first_seed=args.first_seed,
     )
     os.makedirs(args.output_dir, exist_ok=True)
     stem = os.path.join(args.output_dir, f"bench_{workload.name}_{result['environment']['backend']}")
+    if earlier is not None:
+        try:
+            result = harness.merge_results(earlier, result)
+        except ValueError as error:
+            report.write_json(result, stem + "_unmerged.json")  # the runs are not lost
+            raise SystemExit(f"--append-to {args.append_to!r}: {error} This run: {stem}_unmerged.json.")
     report.write_json(result, stem + ".json")
     print(f"Wrote {stem}.json")
     _write_reports(result, stem, args.accuracy_drop)

@@ -382,7 +382,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
     }
 
 
-def interleaved_jobs(variants, precisions, seeds):
+def interleaved_jobs(variants, precisions, seeds, first_seed=0):
     """The run order: seed-major, alternating direction between seeds.
 
     Every (precision, variant) pair of seed 0 runs in the given order, seed
@@ -393,7 +393,8 @@ def interleaved_jobs(variants, precisions, seeds):
     Args:
         variants: variant names.
         precisions: precision names.
-        seeds: number of seeds (0, 1, ...).
+        seeds: number of seeds (`first_seed`, `first_seed + 1`, ...).
+        first_seed: the first seed (to add seeds to an earlier run).
 
     Returns:
         A list of `(variant, precision, seed)`.
@@ -408,7 +409,7 @@ def interleaved_jobs(variants, precisions, seeds):
     """
     pairs = [(v, p) for p in precisions for v in variants]
     jobs = []
-    for seed in range(seeds):
+    for seed in range(first_seed, first_seed + seeds):
         for variant, precision in pairs if seed % 2 == 0 else reversed(pairs):
             jobs.append((variant, precision, seed))
     return jobs
@@ -463,7 +464,7 @@ def burn_in(workload, precisions):
 
 
 def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, seeds=1,
-                  short_ratio=0.8, progress=True, burn_in_fit=True):
+                  short_ratio=0.8, progress=True, burn_in_fit=True, first_seed=0):
     """Runs every (variant, precision, seed), interleaved; returns the result dict.
 
     Args:
@@ -475,6 +476,8 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
         short_ratio: length of `baseline-short` relative to the baseline.
         progress: print one line per run.
         burn_in_fit: run `burn_in` first.
+        first_seed: the first seed (seeds `first_seed` .. `first_seed +
+            seeds - 1` run).
 
     Returns:
         A dict with `version`, `workload`, `short_ratio`, `environment` and
@@ -497,9 +500,11 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
             raise ValueError(f"Unknown precision {precision!r}. Valid: {list(PRECISIONS)}.")
     if isinstance(seeds, bool) or not isinstance(seeds, int) or seeds < 1:
         raise ValueError(f"seeds must be an int >= 1, got {seeds!r}.")
+    if isinstance(first_seed, bool) or not isinstance(first_seed, int) or first_seed < 0:
+        raise ValueError(f"first_seed must be an int >= 0, got {first_seed!r}.")
     if not 0 < short_ratio < 1:
         raise ValueError(f"short_ratio must be in (0, 1), got {short_ratio!r}.")
-    jobs = interleaved_jobs(variants, precisions, seeds)
+    jobs = interleaved_jobs(variants, precisions, seeds, first_seed)
     env = environment()
     if burn_in_fit:
         burn_in(workload, precisions)
@@ -525,6 +530,42 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
         "environment": env,
         "runs": runs,
     }
+
+
+def merge_results(earlier, later):
+    """One result holding the runs of two runs of the same benchmark.
+
+    For adding seeds to an earlier run (`keras-boost bench --first-seed N
+    --append-to earlier.json`): the workload, `short_ratio` and burn-in must
+    agree, and no (variant, precision, seed) may appear in both. The later
+    runs keep their own `started` and `load_average`; their `order`
+    continues the earlier one's, and the later environment is kept under
+    `environment["appended"]`, so the table says where every number came
+    from.
+
+    Example:
+
+    ```python
+    merged = merge_results(load_json("seeds_0_2.json"), run_benchmark(..., first_seed=3))
+    ```
+    """
+    for key in ("version", "workload", "short_ratio", "burn_in"):
+        if earlier.get(key) != later.get(key):
+            raise ValueError(
+                f"Cannot merge results whose {key!r} differ: {earlier.get(key)!r} vs {later.get(key)!r}."
+            )
+
+    def key(run):
+        return run["variant"], run["precision"], run["seed"]
+
+    both = sorted({key(r) for r in earlier["runs"]} & {key(r) for r in later["runs"]})
+    if both:
+        raise ValueError(f"Both results hold the runs {both}: use --first-seed to run other seeds.")
+    offset = 1 + max((r.get("order", -1) for r in earlier["runs"]), default=-1)
+    runs = list(earlier["runs"]) + [{**r, "order": offset + r.get("order", i)} for i, r in enumerate(later["runs"])]
+    environment = dict(earlier["environment"])
+    environment["appended"] = list(environment.get("appended", [])) + [later["environment"]]
+    return {**earlier, "environment": environment, "runs": runs}
 
 
 _RUN_FIELDS = {
