@@ -268,14 +268,6 @@ class BoostModel(keras.Model):
                 f"steps_per_execution=1, got steps_per_execution={steps!r}. Compile with "
                 "steps_per_execution=1 or switch grad_freeze off."
             )
-        tf_backend = keras.backend.backend() == "tensorflow"
-        if find_in_chain(optimizer, DimReduce) is not None and tf_backend and (
-            self.distribute_strategy.num_replicas_in_sync > 1
-        ):
-            raise ValueError(
-                "DimReduce runs on one replica in this version (its line search would need the "
-                "loss averaged over replicas); compile outside the tf.distribute strategy."
-            )
         if find_in_chain(optimizer, DimReduce) is not None and self._boost_group_manager() is not None:
             raise ValueError(
                 "DimReduce's step does not combine with loss_scale_group in this version: "
@@ -576,13 +568,20 @@ class BoostModel(keras.Model):
     def _boost_dim_reduce_step(self, seam, dim_reduce, data):
         """Gradient, subspace BFGS with the line search on this batch, residual
         momentum; the trial forward passes leave the BN statistics as the
-        step's own forward pass set them."""
+        step's own forward pass set them.
+
+        Under tf.distribute every replica runs this on its share of the
+        global batch: the gradient, the loss and each trial loss are the
+        global batch's (`seam.global_batch_sum`), so every replica takes the
+        same step on its copy of the (mirrored) weights and state.
+        """
         x, y, sample_weight = data_adapter_utils.unpack_x_y_sample_weight(data)
         variables = list(self.trainable_variables)
         y_pred, grads = seam.loss_and_grads(self, x, y, sample_weight, variables, self.optimizer)
 
         def update():
             loss = self._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True)
+            loss, gradient = seam.global_batch_sum([loss, flatten(grads)])
             forward_state = list(self.non_trainable_variables)
             saved = [keras.ops.copy(v.value) for v in forward_state]
 
@@ -593,12 +592,12 @@ class BoostModel(keras.Model):
                 value = self._compute_loss(x=x, y=y, y_pred=trial, sample_weight=sample_weight, training=True)
                 for variable, old in zip(forward_state, saved):
                     variable.assign(old)
-                return value
+                return seam.global_batch_sum([value])[0]
 
             state = [v.value for v in dim_reduce.state_variables()]
             weights = flatten([v.value for v in variables])
             new_weights, new_state, accepted = dim_reduce.step(
-                dim_reduce.basis.value, state, weights, flatten(grads), loss, trial_loss
+                dim_reduce.basis.value, state, weights, gradient, loss, trial_loss
             )
             for variable, value in zip(variables, unflatten(new_weights, variables)):
                 variable.assign(value)
@@ -610,21 +609,58 @@ class BoostModel(keras.Model):
 
         accepted = seam.apply(update, ())
         logs = self.compute_metrics(x, y, y_pred, sample_weight)
-        return {**logs, "line_search_accepted": keras.ops.cast(accepted, "float32")}
+        logs = {**logs, "line_search_accepted": keras.ops.cast(accepted, "float32")}
+        return self._boost_distributed_logs(logs)
 
     def check_dim_reduce_enable(self):
         """Whether DimReduce (stage 2) acts here (MindSpore's name): an
-        `AlgorithmStatus`, truthy when it does, with the reason."""
+        `AlgorithmStatus`, truthy when it does, with the reason.
+
+        Any number of tf.distribute replicas is fine (each step uses the
+        global batch's gradient and losses); several workers need
+        `pca_mat_path`, through which the chief shares the basis.
+
+        Example:
+
+        ```python
+        status = stage2.check_dim_reduce_enable()
+        print(bool(status), status.reason)
+        ```
+        """
         if not self.boost_config["boost"]["dim_reduce"]:
             return AlgorithmStatus(False, f"dim_reduce is off in this model's config (level {self.boost_level!r})")
         settings = self.boost_config["dim_reduce"]
         path, directory = settings["pca_mat_path"], settings["weight_load_dir"]
+        chief, workers = self._boost_worker_role()
+        if workers > 1 and not path:
+            return AlgorithmStatus(False, (
+                f"{workers} workers share the basis through pca_mat_path, which is not set; set it "
+                "to a path every worker reads (the chief writes it)"
+            ))
+        replicas = self._boost_replicas_in_sync()
+        where = f" on {replicas} replicas (global-batch gradient and losses)" if replicas > 1 else ""
+        if not (path and os.path.isfile(path)) and not chief:
+            return AlgorithmStatus(True, (
+                f"DimReduce stage 2{where}; this worker reads the basis the chief writes to "
+                f"{path!r}, waiting up to timeout={settings['timeout']} s"
+            ))
         if not ((path and os.path.isfile(path)) or (directory and os.path.isdir(directory))):
             return AlgorithmStatus(False, (
                 "no stage-1 basis: neither pca_mat_path nor weight_load_dir exists; record the "
                 "trajectory with boost.callbacks.WeightTrajectory first"
             ))
-        return AlgorithmStatus(True, "DimReduce stage 2 (exclusive: the other algorithms are off)")
+        return AlgorithmStatus(True, f"DimReduce stage 2{where} (exclusive: the other algorithms are off)")
+
+    def _boost_worker_role(self):
+        """`(is_chief, workers)` of this process under the model's strategy."""
+        tf_backend = keras.backend.backend() == "tensorflow"
+        with self.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
+            return kb_backend.current().worker_role()
+
+    def _boost_replicas_in_sync(self):
+        if keras.backend.backend() != "tensorflow":
+            return 1
+        return self.distribute_strategy.num_replicas_in_sync
 
     def test_step(self, *args):
         return self._boost_distributed_logs(super().test_step(*args))

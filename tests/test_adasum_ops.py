@@ -114,3 +114,37 @@ def test_bad_input():
         boost.ops.adasum_reduce([])
     with pytest.raises(ValueError, match="one shape"):
         boost.ops.adasum_reduce([np.ones(3), np.ones(4)])
+
+
+# --- the halving/doubling exchange ----------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 8])
+def test_halving_doubling_equals_the_tree_per_tensor(n):
+    from keras_boost.ops.adasum import simulate_halving_doubling
+
+    # Three tensors of 3, 5 and 8 values, padded to a multiple of n; one
+    # replica's gradient is zero (it must contribute nothing).
+    rng = np.random.default_rng(n)
+    sizes = [3, 5, 8]
+    total = sum(sizes)
+    pad = (-total) % n
+    ids = np.repeat(np.arange(len(sizes) + 1), sizes + [pad]).astype("int32")
+    stacked = rng.normal(size=(n, total + pad)).astype("float32")
+    stacked[:, total:] = 0.0
+    if n > 1:
+        stacked[n - 1] = 0.0
+    got = np_(simulate_halving_doubling(keras.ops.convert_to_tensor(stacked), ids, len(sizes) + 1))
+    want = np.concatenate([np_tree(list(stacked[:, ids == i].astype("float64"))) for i in range(len(sizes))])
+    np.testing.assert_allclose(got[:total], want, rtol=1e-5, atol=1e-6)
+
+
+def test_halving_doubling_pieces():
+    from keras_boost.ops.adasum import bit_reversed
+    from keras_boost.ops.adasum import halving_levels
+
+    assert [halving_levels(n) for n in (1, 2, 4, 8, 16)] == [0, 1, 2, 3, 4]
+    assert [bit_reversed(r, 3) for r in range(8)] == [0, 4, 2, 6, 1, 5, 3, 7]
+    for bad in (0, 3, 6, True, 2.0):
+        with pytest.raises(ValueError, match="power-of-two replica count"):
+            halving_levels(bad)

@@ -1,13 +1,22 @@
 """DimReduce stage 2 in BoostModel's train step: a NumPy reference of the
-step on least squares, a two-stage run on the embedded MNIST data, errors."""
+step on least squares, a two-stage run on the embedded MNIST data, errors,
+and the basis shared across workers (waiting for the chief's file)."""
+
+import os
+import threading
+import time
 
 import keras
 import numpy as np
 import pytest
 
 import keras_boost as boost
+from keras_boost import backend as kb_backend
 from conftest import to_numpy
 from keras_boost.bench.workloads import mnist_data
+from keras_boost.callbacks.weight_trajectory import atomic_write
+from keras_boost.optimizers.dim_reduce import load_basis
+from keras_boost.optimizers.dim_reduce import wait_for_basis
 
 RHO, GAMMA, ALPHA, SIGMA = 0.55, 0.9, 0.01, 0.4
 
@@ -118,3 +127,89 @@ def test_errors(tmp_path):
     with pytest.raises(RuntimeError, match="runs in BoostModel's train step"):
         plain.fit(x, y, verbose=0)
     assert not boost.BoostModel.from_model(model).check_dim_reduce_enable()
+
+
+# --- the basis across workers (no cluster needed) --------------------------------
+
+
+def _write_later(path, array, delay):
+    timer = threading.Timer(delay, lambda: atomic_write(str(path), lambda f: np.save(f, array)))
+    timer.start()
+    return timer
+
+
+def test_a_worker_waits_for_the_basis_the_chief_writes(tmp_path):
+    model, _, _ = least_squares()
+    path = tmp_path / "shared.npy"
+    basis = np.eye(6, dtype="float32")[:3]
+    timer = _write_later(path, basis, 0.2)
+    start = time.monotonic()
+    got = load_basis(3, str(path), variables=model.trainable_variables, chief=False, workers=2,
+                     timeout=20, poll_interval=0.02)
+    timer.join()
+    assert 0.2 <= time.monotonic() - start < 10
+    np.testing.assert_array_equal(got, basis)
+    # An existing file is read at once, by the chief and the others alike.
+    assert wait_for_basis(str(path), timeout=0) == str(path)
+
+
+def test_a_worker_gives_up_after_the_timeout(tmp_path):
+    model, _, _ = least_squares()
+    path = tmp_path / "never.npy"
+    start = time.monotonic()
+    with pytest.raises(TimeoutError, match=r"timeout=0\.1 s for the basis pca_mat_path='.*never\.npy'"):
+        load_basis(3, str(path), variables=model.trainable_variables, chief=False, workers=2,
+                   timeout=0.1, poll_interval=0.02)
+    assert time.monotonic() - start < 5
+    assert not path.exists()
+
+
+def test_several_workers_need_pca_mat_path(tmp_path):
+    model, _, _ = least_squares()
+    for chief in (True, False):
+        with pytest.raises(ValueError, match="on 2 workers shares the basis through pca_mat_path"):
+            load_basis(3, None, str(tmp_path), model.trainable_variables, chief=chief, workers=2)
+    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0, got -1"):
+        boost.optimizers.DimReduce(keras.optimizers.SGD(), timeout=-1)
+
+
+def test_the_chief_writes_the_basis_atomically_where_asked(tmp_path):
+    model, x, y = least_squares()
+    directory = tmp_path / "traj"
+    trajectory = boost.callbacks.WeightTrajectory(directory)
+    trajectory.set_model(model)
+    rng = np.random.default_rng(0)
+    for i in range(5):
+        model.trainable_variables[0].assign(rng.normal(size=(6, 1)).astype("float32"))
+        trajectory.save_snapshot(f"s{i}")
+    path = tmp_path / "basis_without_suffix"  # np.save(path) would have added .npy
+    basis = load_basis(3, str(path), str(directory), model.trainable_variables, chief=True, workers=2)
+    np.testing.assert_array_equal(np.load(path), basis)
+    assert not [f for f in os.listdir(tmp_path) if f.startswith(".tmp-")]
+
+
+def test_status_on_several_workers(tmp_path, monkeypatch):
+    model, _, _ = least_squares()
+    seam = kb_backend.current()
+    cfg = {"boost": {"mode": "manual", "dim_reduce": True},
+           "dim_reduce": {"weight_load_dir": str(tmp_path)}}
+    monkeypatch.setattr(seam, "worker_role", lambda: (True, 2))
+    status = boost.BoostModel.from_model(model, boost_config_dict=cfg).check_dim_reduce_enable()
+    assert not status and "2 workers share the basis through pca_mat_path" in status.reason
+    monkeypatch.setattr(seam, "worker_role", lambda: (False, 2))
+    cfg["dim_reduce"] = {"pca_mat_path": str(tmp_path / "later.npy"), "timeout": 60}
+    status = boost.BoostModel.from_model(model, boost_config_dict=cfg).check_dim_reduce_enable()
+    assert status and "reads the basis the chief writes" in status.reason and "timeout=60" in status.reason
+
+
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="TensorFlow's cluster roles")
+def test_tensorflow_chief_rule():
+    from keras_boost.backend import tensorflow_backend as tf_seam
+
+    workers = {"worker": ["a:1", "b:2"]}
+    assert tf_seam.is_chief(workers, "worker", 0)
+    assert not tf_seam.is_chief(workers, "worker", 1)
+    with_chief = {"chief": ["c:0"], "worker": ["a:1", "b:2"]}
+    assert tf_seam.is_chief(with_chief, "chief", 0)
+    assert not tf_seam.is_chief(with_chief, "worker", 0)
+    assert tf_seam.worker_role() == (True, 1)  # no multi-worker strategy here

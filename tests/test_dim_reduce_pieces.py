@@ -1,6 +1,7 @@
 """DimReduce's building blocks: trajectory snapshots, PCA, BFGS and Armijo math.
 
-(The stage-2 train step itself is not built yet; see issue 12.)
+(The stage-2 train step is tested in test_dim_reduce.py, on several replicas
+in test_distribute_tf.py.)
 """
 
 import json

@@ -13,6 +13,11 @@ runs, which a pytest process that has imported TF cannot redo.
 - MultiWorkerMirroredStrategy with 2 worker processes on 127.0.0.1: `fit`
   runs (it fails on stock Keras 3.15.1, keras#20585), and both workers end
   with identical weights, equal to a single-device fit.
+- DimReduce on 2 and 3 replicas (logical CPUs): the step uses the global
+  batch's gradient and losses (identical replica data gives the
+  single-device step; split data the global-batch step; the line search
+  decides on the mean loss), one basis per process; on 2 MWMS workers the
+  chief computes the basis file and the other worker waits for it.
 """
 
 import json
@@ -267,6 +272,9 @@ def test_adasum_combines_local_mean_gradients_by_the_tree(adasum_runs, n):
     # Different data per replica: the update is the NumPy tree over the
     # replicas' local mean gradients, and clearly not their mean.
     _matches_reference(adasum_runs, f"tree{n}")
+    # 2**k replicas: the halving/doubling exchange (bytes of a ring
+    # all-reduce); 3: the gather.
+    assert str(adasum_runs[f"tree{n}_exchange"]) == ("all_gather" if n == 3 else "halving_doubling")
     assert int(adasum_runs[f"tree{n}_skipped"]) == 0
     assert np.abs(adasum_runs[f"tree{n}_got"] - adasum_runs[f"tree{n}_mean"]).max() > 1e-3
 
@@ -283,7 +291,11 @@ def test_adasum_identical_replicas_give_the_single_device_run(adasum_runs, mode)
 
 def test_adasum_hierarchical_and_fused_buckets(adasum_runs):
     _matches_reference(adasum_runs, "hierarchical")
+    assert str(adasum_runs["hierarchical_exchange"]) == "all_gather"  # node means first
     _matches_reference(adasum_runs, "split")
+    assert str(adasum_runs["split_exchange"]) == "halving_doubling"
+    _matches_reference(adasum_runs, "gather")  # exchange="gather": the same update
+    assert str(adasum_runs["gather_exchange"]) == "all_gather"
 
 
 def test_adasum_skips_a_step_non_finite_on_one_replica(adasum_runs):
@@ -317,6 +329,7 @@ def test_multi_worker_adasum_stays_in_sync(tmp_path, workers):
         for key in first:
             assert np.array_equal(first[key], other[key]), f"workers differ on {key}"
     assert int(first["adasum_status"]) == 1
+    assert str(first["adasum_exchange"]) == "halving_doubling"  # pair groups across processes
     finals = sorted(k[len("same_final_"):] for k in first if k.startswith("same_final_"))
     for i in finals:
         # Identical local gradients: AdaSum gives the mean all-reduce's run.
@@ -412,3 +425,74 @@ def test_compressed_error_feedback_survives_a_skipped_overflow(compressed_runs):
 def test_compressed_all_reduce_halves_the_bytes_on_the_wire(compressed_runs):
     run = compressed_runs[2]
     assert run["wire_bytes_bf16"] * 2 == run["wire_bytes_f32"] > 0
+
+
+# --- DimReduce: MirroredStrategy and MultiWorkerMirroredStrategy ---------------
+
+
+@pytest.fixture(scope="module")
+def dim_reduce_runs(tmp_path_factory):
+    runs = {}
+    for n in (2, 3):  # a directory each: a run writes its own trajectory and basis
+        out = tmp_path_factory.mktemp(f"mirrored_dim_reduce{n}")
+        proc = subprocess.run(
+            [sys.executable, os.path.join(SCRIPTS, "mirrored_dim_reduce.py"), str(out), str(n)],
+            env=_env(), capture_output=True, timeout=240,
+        )
+        assert proc.returncode == 0, f"mirrored_dim_reduce.py {n} exited with {proc.returncode}\n{_tail(proc.stderr)}"
+        runs[n] = dict(np.load(out / f"dim_reduce{n}.npz"))
+    return runs
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_dim_reduce_identical_replicas_give_the_single_device_step(dim_reduce_runs, n):
+    run = dim_reduce_runs[n]
+    np.testing.assert_allclose(run["same_got"], run["same_want"], rtol=1e-5, atol=1e-6)
+    assert run["same_accepted"].sum() == run["same_want_accepted"]
+    assert float(run["same_spread"]) == 0.0  # weights, basis and state equal on every replica
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_dim_reduce_split_batch_equals_the_global_batch_step(dim_reduce_runs, n):
+    run = dim_reduce_runs[n]
+    np.testing.assert_allclose(run["split_got"], run["split_want"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run["split_loss"], run["split_want_loss"], rtol=1e-5)
+    assert run["split_accepted"] == run["split_want_accepted"] > 0
+    assert float(run["split_spread"]) == 0.0
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_dim_reduce_basis_computed_once_and_shared(dim_reduce_runs, n):
+    run = dim_reduce_runs[n]
+    # One PCA in the process (at the first build; the later models read the
+    # file it wrote), one mirrored basis equal to that file on every replica.
+    assert int(run["pca_calls_after_build"]) == int(run["pca_calls"]) == 1
+    assert bool(run["basis_file_equal"])
+    assert bool(run["status_enabled"]) and f"on {n} replicas" in str(run["status_reason"])
+
+
+def test_dim_reduce_line_search_decides_on_the_mean_loss(dim_reduce_runs):
+    run = dim_reduce_runs[2]
+    taken, own = run["armijo_want_steps"], run["armijo_own_steps"]
+    # The scenario: each replica's own test (its loss) disagrees with the
+    # mean-loss test somewhere, both ways, so the run below is neither any
+    # one replica's decision, nor their AND, nor their OR.
+    assert all((own[:, r] != taken).any() for r in range(2))
+    assert ((taken > 0) & (own == 0).any(axis=1)).any()  # mean accepts, a replica alone rejects
+    assert ((taken == 0) & (own > 0).any(axis=1)).any()  # mean rejects, a replica alone accepts
+    assert float(run["armijo_margin"]) > 1e-5  # float32 rounding cannot flip a test
+    np.testing.assert_array_equal(run["armijo_accepted"], (taken > 0).astype("float64"))
+    np.testing.assert_allclose(run["armijo_got"], run["armijo_want"], rtol=1e-5, atol=1e-6)
+    assert float(run["armijo_spread"]) == 0.0
+
+
+def test_multi_worker_dim_reduce_chief_writes_the_basis(tmp_path):
+    chief, worker = _run_workers("mwms_dim_reduce_worker.py", 2, tmp_path)
+    assert int(chief["pca_calls"]) == 1 and int(worker["pca_calls"]) == 0
+    assert not bool(worker["basis_existed_before_compile"])  # worker 1 did wait for the file
+    assert "reads the basis the chief writes" in str(worker["status_reason"])
+    assert bool(worker["status_enabled"]) and bool(chief["status_enabled"])
+    assert np.array_equal(chief["distributed"], worker["distributed"])
+    np.testing.assert_allclose(chief["distributed"], chief["single"], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(chief["loss"], chief["single_loss"], rtol=1e-5)
+    assert int(chief["accepted"]) > 0

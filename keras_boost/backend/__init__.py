@@ -13,7 +13,14 @@ Each backend module exposes the same small functions that
 - `static_value(x)`: a tensor's Python value when it is known on the host;
 - `run_on_replicas(fn, args, variable)`: eager work on every replica;
 - `replica_layout()`: replicas in sync and on this worker (1, 1 off TF);
+- `worker_role()`: `(is_chief, workers)` of this process (DimReduce's basis
+  is computed by the chief and read by the others);
+- `global_batch_sum(tensors)` (TensorFlow and torch): DimReduce's loss and
+  gradient of the global batch from the per-replica ones (identity on one
+  replica);
 - TensorFlow only, for AdaSum and CompressedAllReduce: `in_replica_context()`,
+  `halving_rank()`, `pair_exchange`, `block_sum` (AdaSum's halving/doubling
+  exchange, in `tensorflow_collectives`),
   `all_gather_stacked`, `all_reduce_sum`, `assign_each(pairs)` and
   `local_gradients(optimizer)` (the wrapped optimizer's own all-reduce
   switched off while it applies).

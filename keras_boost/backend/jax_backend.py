@@ -205,3 +205,9 @@ def replica_layout():
     """`(replicas in sync, replicas on this worker)`: Keras' fit on this
     backend steps one program; AdaSum sees a single replica."""
     return 1, 1
+
+
+def worker_role():
+    """`(is_chief, workers)`: process 0 of a multi-process JAX run (where it
+    computes DimReduce's basis and the other processes read it)."""
+    return jax.process_index() == 0, jax.process_count()

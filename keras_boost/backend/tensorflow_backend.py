@@ -1,4 +1,5 @@
-"""TensorFlow seams: GradientTape, tf.distribute collectives, MWMS fixes."""
+"""TensorFlow seams: GradientTape, tf.distribute collectives, MWMS fixes,
+DimReduce's global-batch sums and worker roles."""
 
 import contextlib
 import threading
@@ -7,6 +8,8 @@ import tensorflow as tf
 from keras import ops
 from keras import tree
 from keras.src.losses import loss as loss_module
+
+from keras_boost.backend import tensorflow_collectives
 
 
 def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
@@ -101,6 +104,55 @@ def apply(fn, args):
     return fn(*args)
 
 
+# --- DimReduce under tf.distribute ------------------------------------------
+
+
+def global_batch_sum(tensors):
+    """The SUM over replicas of per-replica losses (and their gradients).
+
+    Keras divides a mean-reduced loss by `num_replicas_in_sync` on each
+    replica (`keras.losses.Loss`, and the added losses), so that the SUM of
+    the per-replica losses is the loss of the global batch (the mean over
+    replicas of their local means; equal replica batches make it the mean
+    over the concatenated batch), and the SUM of their gradients its
+    gradient, which is what Keras' optimizers all-reduce. One all-reduce
+    for the whole list; every replica gets the same result. Identity on one
+    replica.
+
+    Example:
+
+    ```python
+    loss, flat_grad = global_batch_sum([loss, flatten(grads)])
+    ```
+    """
+    ctx = tf.distribute.get_replica_context()
+    if ctx is None or ctx.num_replicas_in_sync == 1:
+        return list(tensors)
+    return ctx.all_reduce(tf.distribute.ReduceOp.SUM, [tf.convert_to_tensor(t) for t in tensors])
+
+
+def is_chief(cluster, task_type, task_id):
+    """Whether `(task_type, task_id)` is the chief of the cluster dict
+    `{"worker": [...], "chief": [...]}`: the "chief" task if the cluster has
+    one, else worker 0 (TensorFlow's rule)."""
+    if task_type == "chief":
+        return True
+    return "chief" not in cluster and task_type == "worker" and int(task_id or 0) == 0
+
+
+def worker_role():
+    """`(is_chief, workers)` of the strategy in scope: `(True, 1)` unless it
+    is a MultiWorkerMirroredStrategy across several workers (where the chief
+    computes DimReduce's basis and the other workers read it)."""
+    strategy = tf.distribute.get_strategy()
+    if not is_multi_worker(strategy):
+        return True, 1
+    resolver = strategy.cluster_resolver
+    cluster = resolver.cluster_spec().as_dict()
+    workers = len(cluster.get("chief", [])) + len(cluster.get("worker", []))
+    return is_chief(cluster, resolver.task_type, resolver.task_id), workers
+
+
 def assign_where(triples):
     """For each `(variable, keep_new, old)`: the variable keeps its value where
     `keep_new` holds, else gets `old` back (legal under tf.distribute)."""
@@ -158,6 +210,12 @@ def all_gather_stacked(tensors):
     tensors = [tf.convert_to_tensor(t) for t in tensors]  # IndexedSlices -> dense
     gathered = ctx.all_gather([t[tf.newaxis] for t in tensors], axis=0)
     return [tf.reshape(g, [n, *t.shape]) for g, t in zip(gathered, tensors)]
+
+
+# AdaSum's halving/doubling exchange: collectives within groups of replicas.
+halving_rank = tensorflow_collectives.static_rank
+pair_exchange = tensorflow_collectives.pair_exchange
+block_sum = tensorflow_collectives.block_sum
 
 
 def all_reduce_sum(tensors):

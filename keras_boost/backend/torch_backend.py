@@ -57,3 +57,14 @@ def replica_layout():
     """`(replicas in sync, replicas on this worker)`: Keras' fit on this
     backend steps one program; AdaSum sees a single replica."""
     return 1, 1
+
+
+def global_batch_sum(tensors):
+    """DimReduce's global-batch loss and gradient: this process's own (one
+    replica)."""
+    return list(tensors)
+
+
+def worker_role():
+    """`(is_chief, workers)`: Keras' fit on this backend is one process."""
+    return True, 1

@@ -58,6 +58,8 @@ def parse_args(argv):
     parser.add_argument("--per-replica-batch", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="seeds run are first-seed .. first-seed + seeds - 1 (to add seeds to a run)")
     parser.add_argument("--max-epochs", type=int, default=20)
     parser.add_argument("--target", type=float, default=0.93)
     parser.add_argument("--timing-steps", type=int, default=6)
@@ -74,6 +76,8 @@ def parse_args(argv):
     require_positive(
         parser, args, ("replicas", "per_replica_batch", "seeds", "max_epochs", "timing_steps", "repeats")
     )
+    if args.first_seed < 0:
+        parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
     return args
 
 
@@ -187,7 +191,8 @@ def run(argv=None):
     # (b) epochs to the target accuracy.
     total_steps = args.max_epochs * steps_per_epoch
     runs = []
-    for seed in range(args.seeds):
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    for seed in seeds:
         for mode in modes[seed % len(modes):] + modes[: seed % len(modes)]:
             model = build(mode, seed, total_steps)
             clock = _TargetClock(x_test, y_test, args.target)
@@ -202,7 +207,7 @@ def run(argv=None):
     result["runs"] = runs
     for mode in modes[1:]:
         ratios = []
-        for seed in range(args.seeds):
+        for seed in seeds:
             by_mode = {r["mode"]: r["epochs_to_target"] for r in runs if r["seed"] == seed}
             if by_mode[mode] and by_mode["mean"]:
                 ratios.append(by_mode[mode] / by_mode["mean"])

@@ -18,7 +18,9 @@ def variables_spec(variables):
     ]
 
 
-def _atomic_write(path, write):
+def atomic_write(path, write):
+    """Writes `path` through `write(file)` into a temporary file that then
+    replaces it: readers see the old file or the new one, never half."""
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
     try:
@@ -90,10 +92,10 @@ class WeightTrajectory(keras.callbacks.Callback):
             [np.ravel(keras.ops.convert_to_numpy(v.value)).astype(np.float32) for v in self.model.trainable_variables]
         )
         name = f"snapshot_{len(self._manifest['snapshots']):05d}.npy"
-        _atomic_write(os.path.join(self.directory, name), lambda f: np.save(f, flat))
+        atomic_write(os.path.join(self.directory, name), lambda f: np.save(f, flat))
         self._manifest["snapshots"].append({"file": name, "tag": tag})
         text = json.dumps(self._manifest, indent=1).encode()
-        _atomic_write(os.path.join(self.directory, MANIFEST), lambda f: f.write(text))
+        atomic_write(os.path.join(self.directory, MANIFEST), lambda f: f.write(text))
         return name
 
     def on_epoch_begin(self, epoch, logs=None):

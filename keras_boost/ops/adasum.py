@@ -111,3 +111,158 @@ def group_mean(stacked, group_size):
         raise ValueError(f"group_size {group_size} does not divide the {n} inputs.")
     shape = (n // group_size, group_size) + tuple(stacked.shape[1:])
     return ops.mean(ops.reshape(stacked, shape), axis=1)
+
+
+# --- the halving/doubling exchange (Horovod's AdaSum pattern) ------------------
+# For 2**k replicas the tree above can be computed without any replica holding
+# all the gradients: at level l (distance d = 2**l) replica r and its partner
+# r ^ d swap halves of their current vector (the lower one keeps the first
+# half), compute the dot products of the halves they kept, sum them over the
+# block of 2d replicas that together hold the two subtrees' vectors, and
+# combine their halves. After k levels each replica holds 1/2**k of the
+# result, which an all-gather reassembles. Each replica sends
+# S/2 + S/4 + ... of its S values and then gathers (1 - 1/n) S: the bytes of
+# a ring all-reduce, where gathering every gradient receives (n - 1) S.
+# These pure pieces are what every replica computes; `simulate_halving_doubling`
+# runs them for all replicas at once (the reference for the collective version).
+
+
+def halving_levels(replicas):
+    """The number of levels for `replicas`, a power of two (else ValueError)."""
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or replicas < 1 or replicas & (replicas - 1):
+        raise ValueError(f"The halving/doubling exchange needs a power-of-two replica count, got {replicas!r}.")
+    return replicas.bit_length() - 1
+
+
+def split_halves(x, segment_ids, lower):
+    """`(kept, sent, kept_ids)`: the lower partner keeps the first half."""
+    half = x.shape[0] // 2
+    if lower:
+        return x[:half], x[half:], segment_ids[:half]
+    return x[half:], x[:half], segment_ids[half:]
+
+
+def partial_dots(lower_half, upper_half, segment_ids, num_segments):
+    """`(3, num_segments)`: per segment a.b, a.a and b.b over these halves
+    (a: the lower subtree's vector, b: the upper one's)."""
+    return ops.stack([
+        ops.segment_sum(lower_half * upper_half, segment_ids, num_segments),
+        ops.segment_sum(lower_half * lower_half, segment_ids, num_segments),
+        ops.segment_sum(upper_half * upper_half, segment_ids, num_segments),
+    ])
+
+
+def combine_halves(lower_half, upper_half, segment_ids, dots):
+    """The AdaSum of the two halves, from the block's summed `dots`."""
+    coefficient_a = ops.take(_coefficient(dots[0], dots[1]), segment_ids)
+    coefficient_b = ops.take(_coefficient(dots[0], dots[2]), segment_ids)
+    return coefficient_a * lower_half + coefficient_b * upper_half
+
+
+def bit_reversed(index, levels):
+    """Where replica `index`'s final chunk lies: its bits reversed.
+
+    Example:
+
+    ```python
+    [bit_reversed(r, 2) for r in range(4)]   # [0, 2, 1, 3]
+    ```
+    """
+    return int(format(index, f"0{levels}b")[::-1], 2) if levels else 0
+
+
+def halving_doubling(x, segment_ids, num_segments, rank, replicas):
+    """One replica's side of the exchange, as a generator of its collectives.
+
+    It yields `("exchange", level, tensor)` (send `tensor` to the partner
+    `rank ^ 2**level`; send back what the partner sent) and
+    `("block_sum", level, partials)` (send back the SUM of `partials` over
+    the block of `2**(level + 1)` replicas holding `rank`), and returns this
+    replica's chunk of the result: chunk `bit_reversed(rank, levels)` of the
+    `len(x) / replicas` long chunks. `run_collectives` drives it with real
+    collectives, `simulate_halving_doubling` for all replicas at once.
+
+    Args:
+        x: this replica's flat float32 vector; its length a multiple of
+            `replicas` (a power of two).
+        segment_ids: `(len(x),)` int32, the tensor each position belongs to
+            (AdaSum's dot products are per tensor).
+        num_segments: number of segments.
+        rank: this replica's id; replicas: the replica count.
+    """
+    levels = halving_levels(replicas)
+    if x.shape[0] % replicas:
+        raise ValueError(f"The vector length {x.shape[0]} must be a multiple of the {replicas} replicas.")
+    for level in range(levels):
+        lower = not rank & (2**level)
+        kept, sent, kept_ids = split_halves(x, segment_ids, lower)
+        received = yield "exchange", level, sent
+        a, b = (kept, received) if lower else (received, kept)
+        dots = yield "block_sum", level, partial_dots(a, b, kept_ids, num_segments)
+        x, segment_ids = combine_halves(a, b, kept_ids, dots), kept_ids
+    return x
+
+
+def run_collectives(steps, exchange, block_sum):
+    """Drives one `halving_doubling` generator; returns its chunk.
+
+    `exchange(tensor, level)` and `block_sum(tensor, level)` are the
+    collectives (see `keras_boost.backend.tensorflow_collectives`).
+    """
+    try:
+        kind, level, value = next(steps)
+        while True:
+            reply = exchange(value, level) if kind == "exchange" else block_sum(value, level)
+            kind, level, value = steps.send(reply)
+    except StopIteration as done:
+        return done.value
+
+
+def simulate_halving_doubling(stacked, segment_ids, num_segments):
+    """The halving/doubling exchange of every replica, run in one place.
+
+    Args:
+        stacked: `(n, L)` float32, replica r's flat vector in row r; n a
+            power of two and L a multiple of n.
+        segment_ids: `(L,)` int32, which tensor (segment) each position
+            belongs to.
+        num_segments: number of segments.
+
+    Returns:
+        `(L,)`, equal to `adasum_tree` applied per segment (up to the order
+        of float additions): the reference for the collective version.
+
+    Example:
+
+    ```python
+    ids = np.array([0, 0, 1, 1])   # two tensors of 2 values each, from 4 replicas
+    simulate_halving_doubling(np.random.rand(4, 4).astype("float32"), ids, 2)
+    ```
+    """
+    n = stacked.shape[0]
+    levels = halving_levels(n)
+    if levels == 0:
+        return stacked[0]
+    ids = ops.convert_to_tensor(segment_ids, "int32")
+    steps = [halving_doubling(stacked[r], ids, num_segments, r, n) for r in range(n)]
+    requests = [next(step) for step in steps]
+    results = [None] * n
+    while requests:  # every replica makes the same requests, level by level
+        kind, level = requests[0][:2]
+        values = [request[2] for request in requests]
+        if kind == "exchange":
+            replies = [values[r ^ (2**level)] for r in range(n)]
+        else:
+            block = 2 ** (level + 1)
+            replies = [sum(values[(r // block) * block + i] for i in range(block)) for r in range(n)]
+        next_requests = []
+        for r, (step, reply) in enumerate(zip(steps, replies)):
+            try:
+                next_requests.append(step.send(reply))
+            except StopIteration as done:
+                results[r] = done.value
+        requests = next_requests
+    chunks = [None] * n
+    for r in range(n):
+        chunks[bit_reversed(r, levels)] = results[r]
+    return ops.concatenate(chunks, axis=0)

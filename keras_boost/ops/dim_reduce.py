@@ -57,6 +57,18 @@ def subspace_step(basis, inverse_hessian, g_last, s, initialized, momentum, weig
     if none does, the subspace step is 0 and the BFGS state (H, g_last, s)
     is left as it was. The residual outside the subspace takes a momentum
     SGD step of rate `alpha`.
+
+    On several replicas, `gradient`, `loss` and `trial_loss` must be the
+    global batch's (the same on every replica: the caller all-reduces
+    them); the step is then identical on every replica.
+
+    Example:
+
+    ```python
+    w, (H, g_last, s, init, m, accepted) = subspace_step(
+        P, H, g_last, s, init, m, w, g, loss, loss_at,
+        rho=0.55, gamma=0.9, alpha=1e-3, sigma=0.4, trials=2)
+    ```
     """
     g_k = project(basis, gradient)
     candidate = ops.where(initialized, bfgs_inverse_update(inverse_hessian, s, g_k - g_last), inverse_hessian)

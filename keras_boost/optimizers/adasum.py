@@ -13,10 +13,20 @@ optimizer, in replica context:
 1. each replica's input is its local mean gradient: Keras pre-scales every
    loss by 1 / replicas, which is undone here, so identical replicas give
    exactly the single-device update;
-2. the inputs are gathered from all replicas (`ReplicaContext.all_gather`,
-   fused into one collective per bucket of variables,
-   `gradient_split_groups`) and every replica reduces the same tree
-   locally, so the replicas stay identical;
+2. the tree is computed per bucket of variables (`gradient_split_groups`;
+   one bucket by default) in one of two ways (`exchange_pattern()`):
+   - for 2**k replicas under Mirrored / MultiWorkerMirrored (not
+     hierarchical): Horovod's halving/doubling exchange
+     (`keras_boost.ops.adasum.halving_doubling`; pair and block collectives
+     in `keras_boost.backend.tensorflow_collectives`): each level swaps
+     halves with a partner and combines them, the last gathers the pieces.
+     Every replica sends about S (its S gradient values once) and receives
+     as much again: a ring all-reduce's bytes;
+   - otherwise (other counts, hierarchical mode, TPUStrategy, or
+     `exchange="gather"`): the inputs are gathered from all replicas
+     (`ReplicaContext.all_gather`) and every replica reduces the same tree
+     locally; each receives (n - 1) S;
+   either way every replica ends with the same result;
 3. the wrapped optimizer applies the combined gradient without its own
    all-reduce (`reduce_on="grad"`), or - `reduce_on="delta"`, Horovod's and
    MindSpore's way for adaptive optimizers - every replica first takes its
@@ -32,21 +42,28 @@ program) AdaSum is the identity: the wrapper passes the gradients through
 and warns once.
 """
 
+import itertools
 import math
 import warnings
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_boost import backend as kb_backend
 from keras_boost import config as config_lib
 from keras_boost.errors import NoEffectWarning
 from keras_boost.ops.adasum import adasum_tree
+from keras_boost.ops.adasum import bit_reversed
 from keras_boost.ops.adasum import group_mean
+from keras_boost.ops.adasum import halving_doubling
+from keras_boost.ops.adasum import halving_levels
+from keras_boost.ops.adasum import run_collectives
 from keras_boost.ops.loss_scale import all_finite
 from keras_boost.optimizers.replica_combiner import ReplicaCombiner
 
 REDUCE_ON = ("grad", "delta")
+EXCHANGES = ("auto", "gather")
 
 
 def replica_plan(replicas, local_replicas, hierarchical=False, device_number=None):
@@ -138,6 +155,9 @@ class AdaSum(ReplicaCombiner):
             variables) or increasing split indices into the variable list,
             e.g. `[40, 80]` gathers variables 0-39, 40-79 and 80+ in three
             collectives.
+        exchange: `"auto"` (the halving/doubling exchange where it can
+            run, else the gather) or `"gather"` (always the gather; the
+            same result up to the order of float additions).
         name: optional name.
 
     Example:
@@ -160,10 +180,13 @@ class AdaSum(ReplicaCombiner):
 
     def __init__(
         self, optimizer, reduce_on="grad", hierarchical=False, device_number=None,
-        gradient_split_groups=None, name=None, **kwargs,
+        gradient_split_groups=None, exchange="auto", name=None, **kwargs,
     ):
         super().__init__(optimizer, name=name or "adasum", **kwargs)
         self.reduce_on = _check_reduce_on(reduce_on)
+        if exchange not in EXCHANGES:
+            raise ValueError(f"exchange must be one of {list(EXCHANGES)}, got {exchange!r}.")
+        self.exchange = exchange
         if not isinstance(hierarchical, bool):
             raise TypeError(f"hierarchical must be True or False, got {hierarchical!r}.")
         self.hierarchical = hierarchical
@@ -213,24 +236,73 @@ class AdaSum(ReplicaCombiner):
         """AdaSum over replicas of each tensor (None passes); replica context."""
         seam = kb_backend.current()
         _, group_size, _ = self.layout()
+        rank = self._halving_rank()
+        # What the last traced step used (tests and benchmarks read it).
+        self.traced_exchange = "all_gather" if rank is None else "halving_doubling"
         out = list(tensors)
         present = [i for i, t in enumerate(tensors) if t is not None]
         for bucket in self._buckets(present):
             flat = ops.concatenate(
                 [ops.reshape(ops.cast(tensors[i], "float32"), (-1,)) for i in bucket]
             )
-            gathered = seam.all_gather_stacked([flat])[0]  # (replicas, total)
-            offset = 0
-            for i in bucket:
-                shape = tuple(tensors[i].shape)
-                size = math.prod(shape)
-                stacked = gathered[:, offset : offset + size]
-                offset += size
+            sizes = [math.prod(tuple(tensors[i].shape)) for i in bucket]
+            if rank is not None:
+                combined = self._halving_doubling(flat, sizes, rank)
+                pieces = ops.split(combined, list(itertools.accumulate(sizes))[:-1]) if len(sizes) > 1 else [combined]
+            else:
+                gathered = seam.all_gather_stacked([flat])[0]  # (replicas, total)
                 if group_size > 1:
-                    stacked = group_mean(stacked, group_size)
-                combined = adasum_tree(stacked)
-                out[i] = ops.cast(ops.reshape(combined, shape), tensors[i].dtype)
+                    gathered = group_mean(gathered, group_size)
+                pieces, offset = [], 0
+                for size in sizes:
+                    pieces.append(adasum_tree(gathered[:, offset : offset + size]))
+                    offset += size
+            for i, piece in zip(bucket, pieces):
+                out[i] = ops.cast(ops.reshape(piece, tuple(tensors[i].shape)), tensors[i].dtype)
         return out
+
+    def exchange_pattern(self):
+        """How `combine` moves the gradients under the current strategy:
+        `"halving_doubling"` (2**k replicas on Mirrored / MultiWorkerMirrored,
+        not hierarchical, `exchange="auto"`: each replica sends and receives
+        about a ring all-reduce's bytes), `"all_gather"` (every replica
+        receives every gradient: n / 2 times that), or None on one replica.
+        Call it where `combine` runs (replica context) for the exact answer;
+        elsewhere it tells from the replica count and options alone (after a
+        step, `traced_exchange` holds what the traced step used)."""
+        replicas, group_size, _ = self.layout()
+        if replicas == 1:
+            return None
+        if self.exchange == "gather" or group_size > 1 or replicas & (replicas - 1):
+            return "all_gather"
+        seam = kb_backend.current()
+        if seam.in_replica_context() and seam.halving_rank() is None:
+            return "all_gather"  # TPUStrategy: one program for every replica
+        return "halving_doubling"
+
+    def _halving_rank(self):
+        if self.exchange_pattern() != "halving_doubling":
+            return None
+        return kb_backend.current().halving_rank()
+
+    def _halving_doubling(self, flat, sizes, rank):
+        """AdaSum of `flat` (one bucket, per-tensor `sizes`) by the
+        halving/doubling exchange (`keras_boost.ops.adasum`)."""
+        seam = kb_backend.current()
+        replicas, _, _ = self.layout()
+        levels = halving_levels(replicas)
+        total = sum(sizes)
+        pad = (-total) % replicas  # every level halves the vector
+        ids = np.repeat(np.arange(len(sizes) + 1, dtype="int32"), [*sizes, pad])
+        x = ops.concatenate([flat, ops.zeros((pad,), "float32")]) if pad else flat
+        chunk = run_collectives(
+            halving_doubling(x, ops.convert_to_tensor(ids), len(sizes) + 1, rank, replicas),
+            exchange=lambda t, level: seam.pair_exchange(t, rank, rank ^ (2**level), level),
+            block_sum=lambda t, level: seam.block_sum(t, rank, level),
+        )
+        chunks = seam.all_gather_stacked([chunk])[0]  # (replicas, len / replicas), by replica id
+        ordered = ops.concatenate([chunks[bit_reversed(p, levels)] for p in range(replicas)], axis=0)
+        return ordered[:total]
 
     # --- updates -------------------------------------------------------------
 
@@ -276,6 +348,7 @@ class AdaSum(ReplicaCombiner):
         config = super().get_config()
         config.update(
             reduce_on=self.reduce_on,
+            exchange=self.exchange,
             hierarchical=self.hierarchical,
             device_number=self.device_number,
             gradient_split_groups=self.gradient_split_groups,

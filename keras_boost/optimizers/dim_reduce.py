@@ -8,6 +8,12 @@ inside `BoostModel`'s train step (TensorFlow, JAX, torch); this optimizer
 holds the state: the basis, the inverse Hessian, the last subspace gradient
 and step, and the residual momentum. All of it is saved with the model.
 
+Under tf.distribute (MirroredStrategy, MultiWorkerMirroredStrategy) the
+step uses the global batch's gradient and losses, all-reduced, so every
+replica takes the same step; the basis is computed once per process, and
+across workers by the chief only, the others reading its `pca_mat_path`
+(`load_basis`, `wait_for_basis`).
+
 What the user's optimizer becomes: MindSpore replaces it by SGD(lr=1) and
 drops its learning-rate schedule silently; here the wrapped optimizer is
 kept only for its configuration, stage 2 uses `alpha` (a constant rate) for
@@ -16,11 +22,14 @@ the residual, and a schedule on the wrapped optimizer raises a warning.
 
 import math
 import os
+import time
 import warnings
 
 import keras
 import numpy as np
 
+from keras_boost import backend as kb_backend
+from keras_boost.callbacks.weight_trajectory import atomic_write
 from keras_boost.callbacks.weight_trajectory import load_trajectory
 from keras_boost.errors import NoEffectWarning
 from keras_boost.ops import dim_reduce as dr
@@ -28,19 +37,37 @@ from keras_boost.ops.pca import trajectory_pca
 from keras_boost.optimizers.base import OptimizerWrapper
 
 
-def load_basis(n_components, pca_mat_path=None, weight_load_dir=None, variables=None):
-    """The (k, n) basis: from `pca_mat_path` if it is a file, else the PCA of
-    the trajectory in `weight_load_dir` (saved to `pca_mat_path`, or to
-    `<weight_load_dir>/pca_mat.npy`)."""
+def load_basis(n_components, pca_mat_path=None, weight_load_dir=None, variables=None, chief=True,
+               workers=1, timeout=1800, poll_interval=1.0):
+    """The (k, n) basis that every replica of this process shares.
+
+    From `pca_mat_path` if it is a file, else the PCA of the trajectory in
+    `weight_load_dir`, written (atomically) to `pca_mat_path`, or to
+    `<weight_load_dir>/pca_mat.npy` when it is None.
+
+    With several workers (`workers > 1`), only the chief computes the PCA;
+    the others wait for the chief's `pca_mat_path` (see `wait_for_basis`)
+    and read it, so `pca_mat_path` must be set, on a filesystem every
+    worker reads.
+
+    Example:
+
+    ```python
+    basis = load_basis(16, weight_load_dir="traj", variables=model.trainable_variables)
+    ```
+    """
     n = sum(math.prod(v.shape) for v in variables)
+    if workers > 1 and pca_mat_path is None:
+        raise ValueError(
+            f"DimReduce on {workers} workers shares the basis through pca_mat_path (the chief "
+            "computes it, the other workers read it): set pca_mat_path to a .npy path on a "
+            "filesystem every worker reads; got pca_mat_path=None."
+        )
     if pca_mat_path is not None and os.path.isfile(pca_mat_path):
-        basis = np.load(pca_mat_path)
-        if basis.ndim != 2 or basis.shape[1] != n or basis.shape[0] < n_components:
-            raise ValueError(
-                f"pca_mat_path {pca_mat_path!r} holds a matrix of shape {basis.shape}; this model "
-                f"needs at least ({n_components}, {n}) (n_components x trainable weights)."
-            )
-        return basis[:n_components].astype("float32")
+        return read_basis(pca_mat_path, n_components, n)
+    if workers > 1 and not chief:
+        wait_for_basis(pca_mat_path, timeout, poll_interval)
+        return read_basis(pca_mat_path, n_components, n)
     if weight_load_dir is None:
         raise ValueError(
             "DimReduce needs the stage-1 trajectory: set weight_load_dir (a directory written by "
@@ -48,8 +75,46 @@ def load_basis(n_components, pca_mat_path=None, weight_load_dir=None, variables=
         )
     samples, _ = load_trajectory(weight_load_dir, variables=variables)
     basis = trajectory_pca(samples, n_components)
-    np.save(pca_mat_path or os.path.join(os.fspath(weight_load_dir), "pca_mat.npy"), basis)
+    # Atomic: a worker waiting for the file never reads half of it.
+    target = pca_mat_path or os.path.join(os.fspath(weight_load_dir), "pca_mat.npy")
+    atomic_write(os.fspath(target), lambda f: np.save(f, basis))
     return basis
+
+
+def read_basis(path, n_components, n):
+    """The first `n_components` rows of the (>= k, n) matrix in `path`."""
+    basis = np.load(path)
+    if basis.ndim != 2 or basis.shape[1] != n or basis.shape[0] < n_components:
+        raise ValueError(
+            f"pca_mat_path {path!r} holds a matrix of shape {basis.shape}; this model "
+            f"needs at least ({n_components}, {n}) (n_components x trainable weights)."
+        )
+    return basis[:n_components].astype("float32")
+
+
+def wait_for_basis(path, timeout, poll_interval=1.0):
+    """Blocks until the file `path` exists (the chief worker writes it),
+    checking every `poll_interval` seconds; `TimeoutError` naming the path
+    and the timeout once `timeout` seconds have passed without it.
+
+    Example:
+
+    ```python
+    wait_for_basis("/shared/pca.npy", timeout=1800)   # on a non-chief worker
+    ```
+    """
+    deadline = time.monotonic() + timeout
+    while not os.path.isfile(path):
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(
+                f"DimReduce waited timeout={timeout} s for the basis pca_mat_path={path!r}, "
+                "which the chief worker computes from weight_load_dir and writes; it did not "
+                "appear. Check the chief's log and that the path is on a filesystem every "
+                "worker reads, or raise timeout."
+            )
+        time.sleep(min(poll_interval, remaining))
+    return path
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")
@@ -68,9 +133,10 @@ class DimReduce(OptimizerWrapper):
         alpha: learning rate of the residual SGD (replaces the user's).
         sigma: Armijo constant.
         pca_mat_path, weight_load_dir: where the basis comes from (see
-            `load_basis`).
-        timeout: kept for MindSpore's signature; the basis is computed in
-            this process (multi-process runs are not supported yet).
+            `load_basis`); several workers need `pca_mat_path`, a path
+            every worker reads.
+        timeout: seconds a non-chief worker waits for the chief to write
+            `pca_mat_path` before `TimeoutError` (multi-worker runs only).
         max_line_search: trials of the line search (MindSpore: 2).
         name: optional name.
 
@@ -92,6 +158,8 @@ class DimReduce(OptimizerWrapper):
         super().__init__(optimizer, name=name or "dim_reduce", **kwargs)
         if isinstance(max_line_search, bool) or not isinstance(max_line_search, int) or max_line_search < 1:
             raise ValueError(f"max_line_search must be an int >= 1, got {max_line_search!r}.")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
+            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}.")
         self.n_components, self.rho, self.gamma = n_components, rho, gamma
         self.alpha, self.sigma, self.timeout = alpha, sigma, timeout
         self.pca_mat_path, self.weight_load_dir = pca_mat_path, weight_load_dir
@@ -105,7 +173,9 @@ class DimReduce(OptimizerWrapper):
             )
 
     def _build_own(self, var_list):
-        basis = load_basis(self.n_components, self.pca_mat_path, self.weight_load_dir, var_list)
+        chief, workers = kb_backend.current().worker_role()
+        basis = load_basis(self.n_components, self.pca_mat_path, self.weight_load_dir, var_list,
+                           chief=chief, workers=workers, timeout=self.timeout)
         k, n = basis.shape
         self.basis = self.add_variable(shape=(k, n), dtype="float32", name="pca_basis",
                                        initializer=keras.initializers.Constant(basis))

@@ -128,6 +128,7 @@ def tree_over_replicas(n):
     w0 = model.get_weights()
     fit(model, x, y, n)
     record(f"tree{n}", model, sgd_tree_step(w0, shard_grads(w0, x, y, n)), opt.skipped_steps)
+    results[f"tree{n}_exchange"] = opt.traced_exchange
     # The plain mean (what Keras would do), to show the two differ.
     mean = [np.mean([g[i] for g in shard_grads(w0, x, y, n)], 0) for i in range(len(w0))]
     results[f"tree{n}_mean"] = flat([w - LR * m for w, m in zip(w0, mean)])
@@ -169,22 +170,32 @@ def hierarchical_and_buckets(n):
     x, y = data(1, n, seed=7)
     with strategy(n).scope():
         model = keras.Model(*graph())
-        model.compile(
-            optimizer=boost.AdaSum(keras.optimizers.SGD(LR), hierarchical=True, device_number=2),
-            loss="mse",
-        )
+        opt = boost.AdaSum(keras.optimizers.SGD(LR), hierarchical=True, device_number=2)
+        model.compile(optimizer=opt, loss="mse")
     w0 = model.get_weights()
     fit(model, x, y, n)
     grads = shard_grads(w0, x, y, n)
     nodes = [[(a + b) / 2 for a, b in zip(grads[r], grads[r + 1])] for r in (0, 2)]
     record("hierarchical", model, sgd_tree_step(w0, nodes))
+    results["hierarchical_exchange"] = opt.traced_exchange
     # Fused buckets: gradient_split_groups changes the collectives, not the math.
     with strategy(n).scope():
         model = keras.Model(*graph())
-        model.compile(optimizer=boost.AdaSum(keras.optimizers.SGD(LR), gradient_split_groups=[1, 3]), loss="mse")
+        opt = boost.AdaSum(keras.optimizers.SGD(LR), gradient_split_groups=[1, 3])
+        model.compile(optimizer=opt, loss="mse")
     model.set_weights(w0)
     fit(model, x, y, n)
     record("split", model, sgd_tree_step(w0, grads))
+    results["split_exchange"] = opt.traced_exchange
+    # The gather gives the same update (another order of float additions).
+    with strategy(n).scope():
+        model = keras.Model(*graph())
+        opt = boost.AdaSum(keras.optimizers.SGD(LR), exchange="gather")
+        model.compile(optimizer=opt, loss="mse")
+    model.set_weights(w0)
+    fit(model, x, y, n)
+    record("gather", model, sgd_tree_step(w0, grads))
+    results["gather_exchange"] = opt.traced_exchange
 
 
 def non_finite_replica(n):

@@ -85,6 +85,9 @@ def main(out_dir):
                 status = model.check_adasum_enable()
                 results["adasum_status"] = int(bool(status))
         record(tag, model, model.fit(make_dataset(workers, identical), epochs=2, verbose=0))
+        if tag == "adasum":
+            results["adasum_exchange"] = keras_boost.optimizers.find_in_chain(
+                model.optimizer, keras_boost.AdaSum).traced_exchange
     np.savez(os.path.join(out_dir, f"worker{index}.npz"), **results)
     print(f"worker {index} done", flush=True)
 
