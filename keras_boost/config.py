@@ -192,7 +192,12 @@ SCHEMA = {
     },
     "grad_accumulation": {"grad_accumulation_step": (1, _int(1))},
     # Extension: how AdaSum combines (see keras_boost.optimizers.AdaSum).
-    "adasum": {"reduce_on": ("grad", _choice("grad", "delta")), "hierarchical": (False, _bool)},
+    "adasum": {
+        "reduce_on": ("grad", _choice("grad", "delta")),
+        "hierarchical": (False, _bool),
+        # "auto": the halving/doubling exchange where it runs; "gather": always gather.
+        "exchange": ("auto", _choice("auto", "gather")),
+    },
     "dim_reduce": {
         "rho": (0.55, _real(0.0, 1.0)),
         "gamma": (0.9, _real(0.0, 1.0)),

@@ -45,6 +45,7 @@ def test_one_replica_is_the_identity_and_says_so_once():
     [
         ({"reduce_on": "weights"}, ValueError, r"reduce_on must be one of \['grad', 'delta'\].*'weights'"),
         ({"hierarchical": "yes"}, TypeError, "hierarchical must be True or False"),
+        ({"exchange": "ring"}, ValueError, r"exchange must be one of \['auto', 'gather'\], got 'ring'"),
         ({"device_number": 0}, ValueError, "device_number must be >= 1"),
         ({"device_number": "eight"}, TypeError, "device_number must be 'auto' or an int"),
         ({"gradient_split_groups": [4, 2]}, ValueError, "strictly increasing"),
@@ -91,12 +92,11 @@ def test_adasum_status_reasons():
 def test_get_config_round_trip_and_save_load(tmp_path):
     opt = boost.AdaSum(
         keras.optimizers.Adam(1e-3), reduce_on="delta", hierarchical=True, device_number=2,
-        gradient_split_groups=[2],
+        gradient_split_groups=[2], exchange="gather",
     )
     clone = boost.AdaSum.from_config(opt.get_config())
-    assert (clone.reduce_on, clone.hierarchical, clone.device_number, clone.gradient_split_groups) == (
-        "delta", True, 2, [2]
-    )
+    assert (clone.reduce_on, clone.hierarchical, clone.device_number, clone.gradient_split_groups,
+            clone.exchange) == ("delta", True, 2, [2], "gather")
     model = keras.Model(*dense_graph())
     model.compile(optimizer=boost.AdaSum(keras.optimizers.Adam(1e-2)), loss="mse")
     with warnings.catch_warnings():
@@ -114,11 +114,11 @@ def test_o2_chain_order():
                                                              "grad_freeze": True, "adasum": True,
                                                              "grad_accumulation": True},
                                                    "grad_accumulation": {"grad_accumulation_step": 2},
-                                                   "adasum": {"reduce_on": "delta"}})
+                                                   "adasum": {"reduce_on": "delta", "exchange": "gather"}})
     chain = [type(o).__name__ for o in boost.optimizers.optimizer_chain(opt)]
     assert chain == ["BoostOptimizer", "GradientAccumulation", "AdaSum", "FreezeOptimizer", "SGD"]
     adasum = boost.optimizers.find_in_chain(opt, boost.AdaSum)
-    assert adasum.reduce_on == "delta" and adasum.device_number is None
+    assert adasum.reduce_on == "delta" and adasum.device_number is None and adasum.exchange == "gather"
     with pytest.raises(ValueError, match="already contains a AdaSum"):
         boost.wrap(boost.AdaSum(keras.optimizers.SGD()), "O2", O2_NO_SURGERY)
 
@@ -134,3 +134,19 @@ def test_o2_boost_model_trains_on_one_replica_and_reports_why_adasum_is_idle():
     assert history.history["loss"][-1] < history.history["loss"][0]
     o1 = boost.BoostModel(*dense_graph(batch_norm=False), boost_level="O1")
     assert not o1.check_adasum_enable() and "off" in o1.check_adasum_enable().reason
+
+
+def test_bytes_sent_per_replica_cost_models():
+    from keras_boost.optimizers.adasum import bytes_sent_per_replica
+
+    values = 100_000
+    for n in (2, 4, 8):
+        ring = bytes_sent_per_replica(values, n, "ring_all_reduce")
+        assert ring == 2 * (n - 1) * values * 4 // n
+        assert bytes_sent_per_replica(values, n, "all_gather") == n // 2 * ring
+        halving = bytes_sent_per_replica(values, n, "halving_doubling", num_tensors=10)
+        assert ring < halving < 1.01 * ring  # the ring's bytes plus the dot products
+    with pytest.raises(ValueError, match="power-of-two"):
+        bytes_sent_per_replica(values, 3, "halving_doubling")
+    with pytest.raises(ValueError, match="Unknown pattern 'tree'"):
+        bytes_sent_per_replica(values, 4, "tree")

@@ -326,6 +326,10 @@ def test_adasum_benchmark_runs_and_reports(tmp_path):
     assert all(r["epochs_to_target"] == 1 for r in result["runs"])  # target 0: the first epoch
     assert result["epochs_ratio_adasum_over_mean"] == [1.0]
     assert "Step time adasum / mean" in proc.stdout
+    # 2 replicas: the halving/doubling exchange, a ring all-reduce's bytes (+ dot products).
+    assert result["exchange_pattern"] == {"mean": "ring_all_reduce", "adasum": "halving_doubling"}
+    sent = result["bytes_sent_per_replica_step"]
+    assert sent["mean"] < sent["adasum"] < 1.01 * sent["mean"]
 
 
 @pytest.mark.slow

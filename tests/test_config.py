@@ -39,7 +39,7 @@ def test_resolved_config_is_complete_with_mindspore_defaults():
     # MindSpore's hard-coded Ascend server of 8, which disables AdaSum below 16.
     # precision (an extension): None keeps the model's own dtype policy.
     assert resolved["common"] == {"gradient_split_groups": None, "device_number": "auto", "precision": None}
-    assert resolved["adasum"] == {"reduce_on": "grad", "hierarchical": False}
+    assert resolved["adasum"] == {"reduce_on": "grad", "hierarchical": False, "exchange": "auto"}
     assert resolved["grad_accumulation"] == {"grad_accumulation_step": 1}
     assert resolved["dim_reduce"]["n_components"] == 32
     assert resolved["dim_reduce"]["timeout"] == 1800
@@ -120,6 +120,7 @@ def test_unknown_key_suggests_closest(section, key, suggestion):
         ("common", "device_number", 0, ValueError, "device_number must be >= 1"),
         ("common", "device_number", "all", TypeError, "device_number must be 'auto' or an int"),
         ("adasum", "reduce_on", "weights", ValueError, "reduce_on must be one of"),
+        ("adasum", "exchange", "ring", ValueError, "exchange must be one of"),
         ("common", "gradient_split_groups", 50, TypeError, "gradient_split_groups must be None or a list"),
         ("common", "gradient_split_groups", [100, 50], ValueError, "strictly increasing"),
     ],

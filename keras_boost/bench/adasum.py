@@ -7,12 +7,18 @@ seed and mode: SGD with momentum and the same cosine schedule, with the
 gradients combined by (`--modes`, default `mean,adasum`)
 
 - `mean`: Keras' own all-reduce (the mean of the replicas' gradients);
-- `adasum`: `boost.AdaSum(optimizer)` (the AdaSum tree over the replicas);
+- `adasum`: `boost.AdaSum(optimizer)` (the AdaSum tree over the replicas;
+  the halving/doubling exchange for 2**k replicas);
+- `adasum-gather`: the same with `exchange="gather"` (every replica gathers
+  every gradient);
 - `bf16`, `bf16-ef`, `f16`: `boost.optimizers.CompressedAllReduce` in
   bfloat16 (without / with error feedback) or float16.
 
 Bytes on the wire: what one replica hands the all-reduce per step (its
-gradients in the wire dtype; AdaSum's all-gather sends float32).
+gradients in the wire dtype; AdaSum's all-gather sends float32), and what it
+sends per step under the standard cost models
+(`boost.optimizers.adasum.bytes_sent_per_replica`: ring all-reduce, ring
+all-gather, halving/doubling; the pattern AdaSum's traced step used).
 
 Measured, in one process:
 
@@ -49,7 +55,7 @@ import numpy as np
 
 from keras_boost.bench.arguments import require_positive
 
-MODES = ("mean", "adasum", "bf16", "bf16-ef", "f16")
+MODES = ("mean", "adasum", "adasum-gather", "bf16", "bf16-ef", "f16")
 
 
 def parse_args(argv):
@@ -127,6 +133,7 @@ def run(argv=None):
     import tensorflow as tf
 
     import keras_boost as boost
+    from keras_boost.optimizers.adasum import bytes_sent_per_replica
     from keras_boost.optimizers.compressed import wire_bytes
     from keras_boost.bench.machine import cpu_model
     from keras_boost.bench.workloads import mnist_data
@@ -148,8 +155,8 @@ def run(argv=None):
             model = residual_cnn(seed=seed)
             schedule = keras.optimizers.schedules.CosineDecay(args.learning_rate, total_steps)
             optimizer = keras.optimizers.SGD(schedule, momentum=0.9)
-            if mode == "adasum":
-                optimizer = boost.AdaSum(optimizer)
+            if mode in ("adasum", "adasum-gather"):
+                optimizer = boost.AdaSum(optimizer, exchange="gather" if mode == "adasum-gather" else "auto")
             elif mode != "mean":
                 optimizer = boost.optimizers.CompressedAllReduce(
                     optimizer, dtype="float16" if mode == "f16" else "bfloat16",
@@ -187,6 +194,16 @@ def run(argv=None):
     wire_dtype = {"bf16": "bfloat16", "bf16-ef": "bfloat16", "f16": "float16"}  # else float32
     result["wire_bytes_per_replica_step"] = {
         m: wire_bytes(models["mean"].trainable_variables, wire_dtype.get(m, "float32")) for m in modes}
+    variables = models["mean"].trainable_variables
+    values = sum(int(np.prod(v.shape)) for v in variables)
+    patterns, sent = {}, {}
+    for m in modes:
+        optimizer = models[m].optimizer
+        patterns[m] = getattr(optimizer, "traced_exchange", "ring_all_reduce")
+        width = 2 if m in wire_dtype else 4
+        sent[m] = bytes_sent_per_replica(values, args.replicas, patterns[m], len(variables), width)
+    result["exchange_pattern"] = patterns
+    result["bytes_sent_per_replica_step"] = sent
 
     # (b) epochs to the target accuracy.
     total_steps = args.max_epochs * steps_per_epoch
@@ -235,7 +252,13 @@ def markdown(result):
                      f"{ratio['max']:.3f}] over {len(ratio['per_repeat'])} interleaved repeats")
     wire = result["wire_bytes_per_replica_step"]
     lines += ["", "Bytes into the all-reduce per replica and step: "
-              + ", ".join(f"{m} {b:,}" for m, b in wire.items()), "",
+              + ", ".join(f"{m} {b:,}" for m, b in wire.items())]
+    if "bytes_sent_per_replica_step" in result:
+        sent, ring = result["bytes_sent_per_replica_step"], result["bytes_sent_per_replica_step"]["mean"]
+        lines += ["", "Bytes sent per replica and step (cost model of the pattern used): "
+                  + ", ".join(f"{m} {b:,} ({result['exchange_pattern'][m]}, {b / ring:.2f}x the mean's)"
+                              for m, b in sent.items())]
+    lines += ["",
               "| seed | mode | epochs to target | final accuracy | wall s (eval included) |",
               "|---|---|---|---|---|"]
     for r in result["runs"]:

@@ -134,6 +134,48 @@ def _check_reduce_on(reduce_on):
     return reduce_on
 
 
+def bytes_sent_per_replica(num_values, replicas, pattern, num_tensors=1, width=4):
+    """Bytes one replica sends per combine, for `num_values` gradient values.
+
+    The standard cost models (bandwidth term only):
+
+    - `"ring_all_reduce"` (Keras' mean, `CompressedAllReduce`): reduce-scatter
+      then all-gather, `2 (n - 1) / n * S`;
+    - `"all_gather"` (AdaSum's gather): `(n - 1) * S` in a ring all-gather;
+    - `"halving_doubling"` (AdaSum for 2**k replicas): halves of the current
+      vector at each level, `(1 - 1 / n) * S`, plus a ring all-reduce of three
+      float32 dot products per tensor within each level's block, plus the
+      final gather of the chunks, `(1 - 1 / n) * S`: a ring all-reduce's
+      bytes plus the dot products;
+
+    where `S = num_values * width` (float32: 4; one float32 marker per pair
+    exchange is included).
+
+    Example:
+
+    ```python
+    bytes_sent_per_replica(1_000_000, 8, "halving_doubling") / bytes_sent_per_replica(
+        1_000_000, 8, "ring_all_reduce")                      # ~1.0
+    bytes_sent_per_replica(1_000_000, 8, "all_gather") / ...  # 4.0
+    ```
+    """
+    n, size = int(replicas), int(num_values) * int(width)
+    if pattern == "ring_all_reduce":
+        return 2 * (n - 1) * size // n
+    if pattern == "all_gather":
+        return (n - 1) * size
+    if pattern == "halving_doubling":
+        levels = halving_levels(n)
+        padded = -(-int(num_values) // n) * n * int(width)
+        sent = sum(padded // 2 ** (level + 1) + 4 for level in range(levels))
+        dot_bytes = 3 * (int(num_tensors) + 1) * 4  # a.b, a.a, b.b per tensor (+ padding)
+        dots = sum(2 * (2 ** (level + 1) - 1) * dot_bytes // 2 ** (level + 1) for level in range(levels))
+        return sent + dots + (n - 1) * padded // n
+    raise ValueError(
+        f"Unknown pattern {pattern!r}; valid: 'ring_all_reduce', 'all_gather', 'halving_doubling'."
+    )
+
+
 @keras.saving.register_keras_serializable(package="keras_boost")
 class AdaSum(ReplicaCombiner):
     """Combines the per-replica updates with AdaSum instead of their mean.

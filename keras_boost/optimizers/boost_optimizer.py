@@ -70,6 +70,7 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
             optimizer,
             reduce_on=config["adasum"]["reduce_on"],
             hierarchical=config["adasum"]["hierarchical"],
+            exchange=config["adasum"]["exchange"],
             device_number=config["common"]["device_number"],
             gradient_split_groups=config["common"]["gradient_split_groups"],
         )
