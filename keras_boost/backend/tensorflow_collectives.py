@@ -7,9 +7,9 @@ two more: swapping a tensor with one partner, and summing over a block of
 2**l replicas. Both are TensorFlow's collective ops (the ones the strategies
 themselves use) on groups of our own:
 
-- group keys are computed from the group's members (every member derives
-  the same key without talking to the others), far above the strategy's own
-  keys (`CollectiveKeys` counts up from 1);
+- group keys are computed from the group's members and the replica count
+  (every member derives the same key without talking to the others), far
+  above the strategy's own keys (`CollectiveKeys` counts up from 1);
 - instance keys come from a per-replica counter: every replica issues the
   same collectives in the same order, so its k-th collective has the same
   key everywhere;
@@ -51,7 +51,7 @@ def static_rank():
     ctx = tf.distribute.get_replica_context()
     if ctx is None or not tf.distribute.has_strategy() or ctx.num_replicas_in_sync == 1:
         return None
-    if isinstance(tf.distribute.get_strategy(), (tf.distribute.TPUStrategy,)):
+    if "TPU" in type(tf.distribute.get_strategy()).__name__:  # TPUStrategy and its V1 twin
         return None
     rank = tf.get_static_value(ctx.replica_id_in_sync_group)
     return None if rank is None else int(rank)
@@ -81,7 +81,11 @@ def _next_instance_key(rank):
 
 
 def _group_key(kind, level, first_member):
-    return _GROUP_KEY_BASE + ((2 * level + kind) * _MAX_REPLICAS) + first_member
+    # Members, level and kind, and the replica count: strategies over
+    # different replica counts in one process get different keys.
+    replicas = tf.distribute.get_replica_context().num_replicas_in_sync
+    slot = replicas.bit_length() * 64 + 2 * level + kind
+    return _GROUP_KEY_BASE + slot * _MAX_REPLICAS + first_member
 
 
 def pair_exchange(tensor, rank, partner, level):

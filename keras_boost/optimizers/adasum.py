@@ -42,7 +42,6 @@ program) AdaSum is the identity: the wrapper passes the gradients through
 and warns once.
 """
 
-import itertools
 import math
 import warnings
 
@@ -288,17 +287,15 @@ class AdaSum(ReplicaCombiner):
                 [ops.reshape(ops.cast(tensors[i], "float32"), (-1,)) for i in bucket]
             )
             sizes = [math.prod(tuple(tensors[i].shape)) for i in bucket]
+            starts = [sum(sizes[:j]) for j in range(len(sizes))]
             if rank is not None:
                 combined = self._halving_doubling(flat, sizes, rank)
-                pieces = ops.split(combined, list(itertools.accumulate(sizes))[:-1]) if len(sizes) > 1 else [combined]
+                pieces = [combined[start : start + size] for start, size in zip(starts, sizes)]
             else:
                 gathered = seam.all_gather_stacked([flat])[0]  # (replicas, total)
                 if group_size > 1:
                     gathered = group_mean(gathered, group_size)
-                pieces, offset = [], 0
-                for size in sizes:
-                    pieces.append(adasum_tree(gathered[:, offset : offset + size]))
-                    offset += size
+                pieces = [adasum_tree(gathered[:, start : start + size]) for start, size in zip(starts, sizes)]
             for i, piece in zip(bucket, pieces):
                 out[i] = ops.cast(ops.reshape(piece, tuple(tensors[i].shape)), tensors[i].dtype)
         return out
