@@ -14,7 +14,6 @@ Three fits of the same small net at O2 (AdaSum only, no model surgery):
 Writes ``OUT_DIR/worker{index}.npz``; all workers must write the same arrays.
 """
 
-import json
 import os
 import sys
 
@@ -23,6 +22,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from mwms_common import cluster_role  # noqa: E402 (this directory is on sys.path)
+from mwms_common import ring_strategy  # noqa: E402 (this directory is on sys.path)
+from mwms_common import sharded_by_data  # noqa: E402 (this directory is on sys.path)
 
 PER_REPLICA = 8
 STEPS = 4
@@ -37,20 +39,12 @@ def make_dataset(workers, identical):
     if identical:
         x, y = np.repeat(x[:1], n, 0), np.repeat(y[:1], n, 0)
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(PER_REPLICA * workers)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options)
+    return sharded_by_data(ds)
 
 
 def main(out_dir):
-    tf_config = json.loads(os.environ["TF_CONFIG"])
-    index, workers = tf_config["task"]["index"], len(tf_config["cluster"]["worker"])
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING
-        )
-    )
-    assert strategy.num_replicas_in_sync == workers, strategy.num_replicas_in_sync
+    index, workers = cluster_role()
+    strategy = ring_strategy(workers)
 
     import keras
 

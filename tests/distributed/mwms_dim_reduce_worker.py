@@ -17,7 +17,6 @@ times this process ran the PCA, whether the basis file existed when it
 started and when it compiled, and `check_dim_reduce_enable()`.
 """
 
-import json
 import os
 import sys
 
@@ -26,6 +25,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from mwms_common import cluster_role  # noqa: E402 (this directory is on sys.path)
+from mwms_common import ring_strategy  # noqa: E402 (this directory is on sys.path)
+from mwms_common import sharded_by_data  # noqa: E402 (this directory is on sys.path)
 
 GLOBAL_BATCH = 16
 STEPS = 3
@@ -36,19 +38,12 @@ def make_dataset():
     x = rng.normal(size=(STEPS * GLOBAL_BATCH, 5)).astype("float32")
     y = rng.normal(size=(STEPS * GLOBAL_BATCH, 3)).astype("float32")
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options)
+    return sharded_by_data(ds)
 
 
 def main(out_dir):
-    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING
-        )
-    )
-    assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
+    index, workers = cluster_role()
+    strategy = ring_strategy(2)
 
     import keras
 

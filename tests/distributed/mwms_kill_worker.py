@@ -19,7 +19,6 @@ variable (loss scale, accumulators, freeze step, AdaSum counters, slots) and
 the epochs run.
 """
 
-import json
 import os
 import signal
 import sys
@@ -29,6 +28,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from mwms_common import cluster_role  # noqa: E402 (this directory is on sys.path)
 from mwms_restore_worker import make_dataset  # noqa: E402 (this directory is on sys.path)
 
 EPOCHS = 4
@@ -43,8 +43,7 @@ CONFIG = {
 
 
 def main(out_dir, phase):
-    tf_config = json.loads(os.environ["TF_CONFIG"])
-    index, workers = tf_config["task"]["index"], len(tf_config["cluster"]["worker"])
+    index, workers = cluster_role()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
     import keras

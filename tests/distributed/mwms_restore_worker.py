@@ -15,7 +15,6 @@ Each worker keeps its own backup directory (the workers' weights are
 identical, so each restores the same state).
 """
 
-import json
 import os
 import sys
 
@@ -24,6 +23,8 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from mwms_common import cluster_role  # noqa: E402 (this directory is on sys.path)
+from mwms_common import sharded_by_data  # noqa: E402 (this directory is on sys.path)
 
 EPOCHS = 4
 INTERRUPT_AFTER = 2  # epochs
@@ -37,14 +38,11 @@ def make_dataset(workers, batches=4):
     x = rng.normal(size=(n, 6)).astype("float32")
     y = rng.normal(size=(n, 3)).astype("float32")
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(8 * workers)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options)
+    return sharded_by_data(ds)
 
 
 def main(out_dir, phase):
-    tf_config = json.loads(os.environ["TF_CONFIG"])
-    index, workers = tf_config["task"]["index"], len(tf_config["cluster"]["worker"])
+    index, workers = cluster_role()
     strategy = tf.distribute.MultiWorkerMirroredStrategy()
 
     import keras

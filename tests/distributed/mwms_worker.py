@@ -10,7 +10,6 @@ Writes ``OUT_DIR/worker{index}.npz``: initial and final trainable weights,
 the loss-scale state and the fit history of each run.
 """
 
-import json
 import os
 import sys
 
@@ -19,6 +18,9 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from mwms_common import cluster_role  # noqa: E402 (this directory is on sys.path)
+from mwms_common import ring_strategy  # noqa: E402 (this directory is on sys.path)
+from mwms_common import sharded_by_data  # noqa: E402 (this directory is on sys.path)
 
 GLOBAL_BATCH = 16
 N_SAMPLES = 64
@@ -31,19 +33,12 @@ def make_dataset():
     w = rng.normal(size=(6, 3)).astype("float32")
     y = (x @ w + 0.1 * rng.normal(size=(N_SAMPLES, 3))).astype("float32")
     ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(GLOBAL_BATCH)
-    options = tf.data.Options()
-    options.experimental_distribute.auto_shard_policy = tf.data.experimental.AutoShardPolicy.DATA
-    return ds.with_options(options)
+    return sharded_by_data(ds)
 
 
 def main(out_dir):
-    index = json.loads(os.environ["TF_CONFIG"])["task"]["index"]
-    strategy = tf.distribute.MultiWorkerMirroredStrategy(
-        communication_options=tf.distribute.experimental.CommunicationOptions(
-            implementation=tf.distribute.experimental.CommunicationImplementation.RING
-        )
-    )
-    assert strategy.num_replicas_in_sync == 2, strategy.num_replicas_in_sync
+    index, workers = cluster_role()
+    strategy = ring_strategy(2)
 
     import keras
 
