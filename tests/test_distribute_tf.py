@@ -57,16 +57,16 @@ def _tail(text, n=6000):
     return text[-n:]
 
 
-def _run_script(name, out_dir, timeout):
+def _run_script(name, out_dir, timeout, *args):
     proc = subprocess.run(
-        [sys.executable, os.path.join(SCRIPTS, name), str(out_dir)],
+        [sys.executable, os.path.join(SCRIPTS, name), str(out_dir), *map(str, args)],
         env=_env(),
         capture_output=True,
         timeout=timeout,
     )
     assert proc.returncode == 0, (
-        f"{name} exited with {proc.returncode}\n--- stdout ---\n{_tail(proc.stdout)}"
-        f"\n--- stderr ---\n{_tail(proc.stderr)}"
+        f"{' '.join([name, *map(str, args)])} exited with {proc.returncode}\n--- stdout ---\n"
+        f"{_tail(proc.stdout)}\n--- stderr ---\n{_tail(proc.stderr)}"
     )
 
 
@@ -251,13 +251,7 @@ def adasum_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("mirrored_adasum")
     runs = {}
     for n in (2, 3, 4, 8):
-        proc = subprocess.run(
-            [sys.executable, os.path.join(SCRIPTS, "mirrored_adasum.py"), str(out), str(n)],
-            env=_env(), capture_output=True, timeout=300,
-        )
-        assert proc.returncode == 0, (
-            f"mirrored_adasum.py {n} exited with {proc.returncode}\n{_tail(proc.stderr)}"
-        )
+        _run_script("mirrored_adasum.py", out, 300, n)
         runs.update(dict(np.load(out / f"adasum{n}.npz")))
     return runs
 
@@ -378,11 +372,7 @@ def compressed_runs(tmp_path_factory):
     out = tmp_path_factory.mktemp("mirrored_compressed")
     runs = {}
     for n in (2, 4):
-        proc = subprocess.run(
-            [sys.executable, os.path.join(SCRIPTS, "mirrored_compressed.py"), str(out), str(n)],
-            env=_env(), capture_output=True, timeout=300,
-        )
-        assert proc.returncode == 0, f"mirrored_compressed.py {n} exited with {proc.returncode}\n{_tail(proc.stderr)}"
+        _run_script("mirrored_compressed.py", out, 300, n)
         runs[n] = dict(np.load(out / f"compressed{n}.npz"))
     return runs
 
@@ -435,11 +425,7 @@ def dim_reduce_runs(tmp_path_factory):
     runs = {}
     for n in (2, 3):  # a directory each: a run writes its own trajectory and basis
         out = tmp_path_factory.mktemp(f"mirrored_dim_reduce{n}")
-        proc = subprocess.run(
-            [sys.executable, os.path.join(SCRIPTS, "mirrored_dim_reduce.py"), str(out), str(n)],
-            env=_env(), capture_output=True, timeout=240,
-        )
-        assert proc.returncode == 0, f"mirrored_dim_reduce.py {n} exited with {proc.returncode}\n{_tail(proc.stderr)}"
+        _run_script("mirrored_dim_reduce.py", out, 240, n)
         runs[n] = dict(np.load(out / f"dim_reduce{n}.npz"))
     return runs
 
