@@ -71,6 +71,21 @@ def test_validate_result_names_the_bad_field(tiny_result):
     json.dumps(result)  # plain JSON types only
 
 
+def test_variant_config_overrides():
+    level, config = harness.variant_spec("O1+grad_freeze.freeze_p=0.5+grad_freeze.freeze_type=0")
+    assert level == "O1"
+    assert config == {"grad_freeze": {"total_steps": "auto", "freeze_p": 0.5, "freeze_type": 0}}
+    assert harness.LEVEL_CONFIGS["O1"] == {"grad_freeze": {"total_steps": "auto"}}  # not mutated
+    level, config = harness.variant_spec("less_bn+less_bn.gc_flag=false")
+    assert (level, config["less_bn"]) == ("O0", {"gc_flag": False})
+    with pytest.raises(ValueError, match="expected section.key=value"):
+        harness.variant_spec("O1+freeze_p=0.5")
+    with pytest.raises(ValueError, match="freeze_p"):
+        harness.variant_spec("O1+grad_freeze.freeze_p=1.5")
+    with pytest.raises(ValueError, match="Unknown variant 'baseline\\+x'"):
+        harness.variant_spec("baseline+x")
+
+
 def test_bad_variant_and_precision():
     workload = harness.tiny_workload()
     with pytest.raises(ValueError, match="Unknown variant 'O3'"):

@@ -2,11 +2,13 @@
 
 Stage 1: the quickstart residual CNN trains `--stage1-epochs` epochs (SGD,
 momentum 0.9, constant learning rate), with `boost.callbacks.WeightTrajectory`
-saving a snapshot every `--every` steps. Then, from the same stage-1 model
-and optimizer state (saved and reloaded per branch), three continuations:
+saving a snapshot every `--every` steps from epoch `--trajectory-start-epoch`
+on. Then, from the same stage-1 model and optimizer state (saved and
+reloaded per branch), three continuations:
 
 - `dim_reduce`: 2 epochs of DimReduce (BFGS in the top-`--components` PCA
-  subspace of the trajectory + residual momentum SGD);
+  subspace of the trajectory + residual momentum SGD); with several
+  `--max-line-search` values, one branch `dim_reduce/ls<n>` per value;
 - `plain+2`, `plain+long`: 2 and `--long-epochs` (10) more epochs of the
   same SGD.
 
@@ -18,6 +20,8 @@ Example:
 
 ```shell
 python -m keras_boost.bench.dim_reduce --seeds 2 --output dim_reduce.json
+python -m keras_boost.bench.dim_reduce --stage1-epochs 12 --components 32 \
+    --max-line-search 2,4 --seeds 4 --output dim_reduce_ls.json
 ```
 """
 
@@ -45,19 +49,46 @@ def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.dim_reduce",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--stage1-epochs", type=int, default=4)
     parser.add_argument("--every", type=int, default=10, help="steps between trajectory snapshots")
+    parser.add_argument("--trajectory-start-epoch", type=int, default=0,
+                        help="first stage-1 epoch recorded (MindSpore's tutorial skips the early ones)")
     parser.add_argument("--components", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--alpha", type=float, default=0.001, help="DimReduce's residual rate")
+    parser.add_argument("--max-line-search", type=_trial_counts, default=[2],
+                        help="Armijo trials per step; a comma-separated list runs one branch per value")
     parser.add_argument("--long-epochs", type=int, default=10, help="epochs of the long plain branch")
     parser.add_argument("--output", default="bench_results/dim_reduce.json")
     args = parser.parse_args(argv)
     require_positive(
         parser, args, ("seeds", "stage1_epochs", "every", "components", "batch_size", "long_epochs")
     )
+    for name in ("first_seed", "trajectory_start_epoch"):
+        if getattr(args, name) < 0:
+            parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if args.trajectory_start_epoch >= args.stage1_epochs:
+        parser.error(f"--trajectory-start-epoch must be below --stage1-epochs ({args.stage1_epochs}), "
+                     f"got {args.trajectory_start_epoch}")
     return args
+
+
+def _trial_counts(text):
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        counts = []
+    if not counts or min(counts) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
+    return counts
+
+
+def _branch_names(trial_counts):
+    if len(trial_counts) == 1:
+        return {trial_counts[0]: "dim_reduce"}
+    return {n: f"dim_reduce/ls{n}" for n in trial_counts}
 
 
 def _accuracy(model, x, y):
@@ -76,7 +107,9 @@ def run(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     (x, y), (x_test, y_test) = mnist_data()
     runs = []
-    for seed in range(args.seeds):
+    dim_reduce_branches = _branch_names(args.max_line_search)
+    branches = ("plain+2", "plain+long", *dim_reduce_branches.values())
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         with tempfile.TemporaryDirectory() as work:
             keras.utils.set_random_seed(seed)
             model = residual_cnn(seed=seed)
@@ -85,7 +118,8 @@ def run(argv=None):
             keras.utils.set_random_seed(seed)
             start = time.perf_counter()
             model.fit(x, y, batch_size=args.batch_size, epochs=args.stage1_epochs, verbose=0,
-                      callbacks=[boost.callbacks.WeightTrajectory(trajectory, every=args.every)])
+                      callbacks=[boost.callbacks.WeightTrajectory(
+                          trajectory, every=args.every, start_epoch=args.trajectory_start_epoch)])
             record = {"seed": seed, "stage1_seconds": time.perf_counter() - start,
                       "stage1_accuracy": _accuracy(model, x_test, y_test)}
             saved = os.path.join(work, "stage1.keras")
@@ -94,30 +128,31 @@ def run(argv=None):
                 continued = keras.saving.load_model(saved)
                 seconds = _timed_fit(continued, x, y, epochs, args.batch_size, seed + 1)
                 record[branch] = {"accuracy": _accuracy(continued, x_test, y_test), "seconds": seconds}
-            config = {"boost": {"mode": "manual", "dim_reduce": True},
-                      "dim_reduce": {"weight_load_dir": trajectory, "n_components": args.components,
-                                     "alpha": args.alpha}}
-            stage2 = boost.BoostModel.from_model(keras.saving.load_model(saved), boost_config_dict=config)
-            stage2.compile(optimizer="sgd", loss=LOSS)
-            seconds = _timed_fit(stage2, x, y, 2, args.batch_size, seed + 1)
-            optimizer = boost.optimizers.find_in_chain(stage2.optimizer, boost.optimizers.DimReduce)
-            record["dim_reduce"] = {
-                "accuracy": _accuracy(stage2, x_test, y_test), "seconds": seconds,
-                "accepted_steps": int(keras.ops.convert_to_numpy(optimizer.accepted_steps)),
-                "steps": int(keras.ops.convert_to_numpy(optimizer.iterations)),
-            }
+            for trials, branch in dim_reduce_branches.items():
+                config = {"boost": {"mode": "manual", "dim_reduce": True},
+                          "dim_reduce": {"weight_load_dir": trajectory, "n_components": args.components,
+                                         "alpha": args.alpha, "max_line_search": trials,
+                                         "pca_mat_path": os.path.join(work, "pca_mat.npy")}}
+                stage2 = boost.BoostModel.from_model(keras.saving.load_model(saved), boost_config_dict=config)
+                stage2.compile(optimizer="sgd", loss=LOSS)
+                seconds = _timed_fit(stage2, x, y, 2, args.batch_size, seed + 1)
+                optimizer = boost.optimizers.find_in_chain(stage2.optimizer, boost.optimizers.DimReduce)
+                record[branch] = {
+                    "accuracy": _accuracy(stage2, x_test, y_test), "seconds": seconds,
+                    "accepted_steps": int(keras.ops.convert_to_numpy(optimizer.accepted_steps)),
+                    "steps": int(keras.ops.convert_to_numpy(optimizer.iterations)),
+                }
         runs.append(record)
         print(f"seed {seed}: stage 1 {record['stage1_accuracy']:.4f}; "
               + ", ".join(f"{b} {record[b]['accuracy']:.4f} ({record[b]['seconds']:.0f} s)"
-                          for b in ("plain+2", "plain+long", "dim_reduce")), flush=True)
+                          for b in branches), flush=True)
     result = {
         "benchmark": "dim_reduce",
         "environment": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
                         "backend": keras.backend.backend(), "keras": keras.__version__},
         "settings": vars(args),
         "runs": runs,
-        "median_accuracy": {b: statistics.median(r[b]["accuracy"] for r in runs)
-                            for b in ("plain+2", "plain+long", "dim_reduce")},
+        "median_accuracy": {b: statistics.median(r[b]["accuracy"] for r in runs) for b in branches},
     }
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
     with open(args.output, "w") as f:

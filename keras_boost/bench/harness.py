@@ -39,8 +39,10 @@ print(report.markdown_table(result))
 ```
 """
 
+import copy
 import dataclasses
 import datetime
+import json
 import math
 import os
 import time
@@ -233,14 +235,47 @@ DEFAULT_VARIANTS = ("baseline", "baseline-short", *ALGORITHM_CONFIGS, *LEVEL_CON
 
 
 def variant_spec(name):
-    """(level, config) of a boost variant; None for the plain baselines."""
-    if name in ("baseline", "baseline-short"):
+    """(level, config) of a boost variant; None for the plain baselines.
+
+    A boost variant may carry config overrides after `+`, each
+    `section.key=value` with a JSON value (or a bare string), deep-merged
+    onto its config: `O1+grad_freeze.freeze_p=0.5` is O1 with 50% full
+    steps (the name stays the variant's label in the results).
+
+    Example:
+
+    ```python
+    variant_spec("O1+grad_freeze.freeze_p=0.5")
+    # ('O1', {'grad_freeze': {'total_steps': 'auto', 'freeze_p': 0.5}})
+    ```
+    """
+    base, *overrides = name.split("+")
+    if base in ("baseline", "baseline-short") and not overrides:
         return None
-    if name in ALGORITHM_CONFIGS:
-        return "O0", ALGORITHM_CONFIGS[name]
-    if name in LEVEL_CONFIGS:
-        return name, LEVEL_CONFIGS[name]
-    raise ValueError(f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS)}.")
+    if base in ALGORITHM_CONFIGS:
+        level, config = "O0", ALGORITHM_CONFIGS[base]
+    elif base in LEVEL_CONFIGS:
+        level, config = base, LEVEL_CONFIGS[base]
+    else:
+        raise ValueError(
+            f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS)}, a boost variant "
+            "optionally followed by config overrides such as '+grad_freeze.freeze_p=0.5'."
+        )
+    config = copy.deepcopy(config)
+    for override in overrides:
+        path, equals, text = override.partition("=")
+        section, dot, key = path.partition(".")
+        if not (equals and dot and section and key):
+            raise ValueError(f"Bad config override {override!r} in variant {name!r}: expected section.key=value.")
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError:
+            value = text
+        config.setdefault(section, {})[key] = value
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", boost.config.BoostConfigWarning)
+        boost.config.resolve_config(level, config)  # a bad key or value fails before any run
+    return level, config
 
 
 class AccuracyClock(keras.callbacks.Callback):
@@ -347,7 +382,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                     model = boost.BoostModel.from_model(processed, boost_level=level, boost_config_dict=config)
             except NotImplementedError as error:
                 return {**record, "skipped": str(error)}
-            if variant == "adasum" or (level == "O2"):
+            if variant.split("+")[0] == "adasum" or level == "O2":
                 record["note"] = ("one replica: AdaSum is the identity here; "
                                   "python -m keras_boost.bench.adasum measures it on N replicas")
         model.compile(optimizer=optimizer, loss=LOSS)
