@@ -33,6 +33,7 @@ boosted = boost.BoostModel.from_model(
 
 import hashlib
 import json
+import logging
 import math
 import time
 import warnings
@@ -42,6 +43,8 @@ import numpy as np
 
 from keras_boost.errors import NoEffectWarning
 from keras_boost.validation import has_layer_graph
+
+logger = logging.getLogger(__name__)
 
 PRECISIONS = ("float32", "mixed_float16", "mixed_bfloat16")
 CONFIG_VALUES = (None, *PRECISIONS, "auto")
@@ -350,7 +353,8 @@ def resolve_precision(model, precision):
     if precision == "auto":
         choice = choose_precision(model)
         precision = choice.policy
-        print(choice)
+        # Logged, not printed: the choice is kept as `model.precision_choice`.
+        logger.info("%s", choice)
     if not has_layer_graph(model):
         if model_policies(model) - {precision}:
             warnings.warn(

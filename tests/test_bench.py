@@ -405,3 +405,16 @@ def test_first_seed_and_merging_results(monkeypatch):
         harness.merge_results(first, other)
     with pytest.raises(ValueError, match="first_seed must be an int >= 0, got -1"):
         harness.run_benchmark(harness.tiny_workload(), ["baseline"], ["float32"], first_seed=-1, **kwargs)
+
+
+def test_freeze_bench_schedule_mean_ratio():
+    from keras_boost.bench.freeze import schedule_mean_ratio
+
+    freq, ratio = schedule_mean_ratio({d: 1.0 for d in range(10)}, 0.7)
+    assert ratio == pytest.approx(1.0)
+    assert freq[0] == pytest.approx(0.7, abs=1e-3)  # freeze_p: the share of full steps
+    # Frozen steps at half the cost: 0.7 full + 0.3 half.
+    _, ratio = schedule_mean_ratio({0: 1.0, **{d: 0.5 for d in range(1, 10)}}, 0.7)
+    assert ratio == pytest.approx(0.85, abs=1e-3)
+    _, ratio = schedule_mean_ratio({0: 1.0, **{d: 0.5 for d in range(1, 10)}}, 0.4)
+    assert ratio == pytest.approx(0.7, abs=1e-3)

@@ -1,5 +1,6 @@
 """The config's common.precision: the policy of the model BoostModel builds, and "auto"."""
 
+import logging
 import warnings
 
 import keras
@@ -128,11 +129,14 @@ def test_auto_measures_once_per_model_signature():
     assert again.cached and again.policy == first.policy  # same structure, same answer
 
 
-def test_auto_through_from_model_reports_and_keeps_its_choice(capsys, tmp_path):
+def test_auto_through_from_model_reports_and_keeps_its_choice(caplog, capsys, tmp_path):
+    caplog.set_level(logging.INFO, logger="keras_boost.precision")
     with warnings.catch_warnings():
         warnings.simplefilter("error", boost.NoEffectWarning)
         boosted = boost.BoostModel.from_model(plain_model(), "O0", {"common": {"precision": "auto"}})
-    assert "precision:" in capsys.readouterr().out
+    assert "precision:" in caplog.text
+    assert "precision:" not in capsys.readouterr().out  # library code logs, never prints
+    caplog.clear()
     # The decision, not "auto", is the model's config: a reload times nothing.
     policy = boosted.boost_config["common"]["precision"]
     assert policy in ("float32", "mixed_float16", "mixed_bfloat16")
@@ -145,7 +149,7 @@ def test_auto_through_from_model_reports_and_keeps_its_choice(capsys, tmp_path):
         loaded = keras.saving.load_model(path)
     assert loaded.boost_config["common"]["precision"] == policy
     assert compute_dtypes(loaded) == compute_dtypes(boosted)
-    assert "precision:" not in capsys.readouterr().out
+    assert "precision:" not in caplog.text
 
 
 def test_precision_that_cannot_apply_warns():

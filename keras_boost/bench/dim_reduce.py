@@ -8,7 +8,8 @@ reloaded per branch), three continuations:
 
 - `dim_reduce`: 2 epochs of DimReduce (BFGS in the top-`--components` PCA
   subspace of the trajectory + residual momentum SGD); with several
-  `--max-line-search` values, one branch `dim_reduce/ls<n>` per value;
+  `--max-line-search` or `--alpha` values, one branch per combination
+  (`dim_reduce/ls<n>/a<alpha>`, naming the settings that vary);
 - `plain+2`, `plain+long`: 2 and `--long-epochs` (10) more epochs of the
   same SGD.
 
@@ -32,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+import warnings
 
 import keras
 import numpy as np
@@ -57,8 +59,9 @@ def parse_args(argv):
     parser.add_argument("--components", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--alpha", type=float, default=0.001, help="DimReduce's residual rate")
-    parser.add_argument("--max-line-search", type=_trial_counts, default=[2],
+    parser.add_argument("--alpha", type=_number_list(float, 0.0), default=[0.001],
+                        help="DimReduce's residual rate; a comma-separated list runs one branch per value")
+    parser.add_argument("--max-line-search", type=_number_list(int, 1), default=[2],
                         help="Armijo trials per step; a comma-separated list runs one branch per value")
     parser.add_argument("--long-epochs", type=int, default=10, help="epochs of the long plain branch")
     parser.add_argument("--output", default="bench_results/dim_reduce.json")
@@ -69,26 +72,45 @@ def parse_args(argv):
     for name in ("first_seed", "trajectory_start_epoch"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    for alpha in args.alpha:  # the config's own rule (alpha > 0), before stage 1 runs
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                boost.config.resolve_config("O0", {"boost": {"mode": "manual", "dim_reduce": True},
+                                                   "dim_reduce": {"alpha": alpha}})
+        except ValueError as error:
+            parser.error(f"--alpha: {error}")
     if args.trajectory_start_epoch >= args.stage1_epochs:
         parser.error(f"--trajectory-start-epoch must be below --stage1-epochs ({args.stage1_epochs}), "
                      f"got {args.trajectory_start_epoch}")
     return args
 
 
-def _trial_counts(text):
-    try:
-        counts = [int(part) for part in text.split(",")]
-    except ValueError:
-        counts = []
-    if not counts or min(counts) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas, got {text!r}")
-    return counts
+def _number_list(kind, minimum):
+    def parse(text):
+        try:
+            values = [kind(part) for part in text.split(",")]
+        except ValueError:
+            values = []
+        if not values or min(values) < minimum:
+            raise argparse.ArgumentTypeError(
+                f"expected {kind.__name__}s >= {minimum} separated by commas, got {text!r}")
+        return values
+    return parse
 
 
-def _branch_names(trial_counts):
-    if len(trial_counts) == 1:
-        return {trial_counts[0]: "dim_reduce"}
-    return {n: f"dim_reduce/ls{n}" for n in trial_counts}
+def _branch_names(trial_counts, alphas):
+    """{(trials, alpha): branch name}; a name shows only the settings that vary."""
+    names = {}
+    for trials in trial_counts:
+        for alpha in alphas:
+            parts = ["dim_reduce"]
+            if len(trial_counts) > 1:
+                parts.append(f"ls{trials}")
+            if len(alphas) > 1:
+                parts.append(f"a{alpha:g}")
+            names[trials, alpha] = "/".join(parts)
+    return names
 
 
 def _accuracy(model, x, y):
@@ -107,7 +129,7 @@ def run(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     (x, y), (x_test, y_test) = mnist_data()
     runs = []
-    dim_reduce_branches = _branch_names(args.max_line_search)
+    dim_reduce_branches = _branch_names(args.max_line_search, args.alpha)
     branches = ("plain+2", "plain+long", *dim_reduce_branches.values())
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         with tempfile.TemporaryDirectory() as work:
@@ -128,10 +150,10 @@ def run(argv=None):
                 continued = keras.saving.load_model(saved)
                 seconds = _timed_fit(continued, x, y, epochs, args.batch_size, seed + 1)
                 record[branch] = {"accuracy": _accuracy(continued, x_test, y_test), "seconds": seconds}
-            for trials, branch in dim_reduce_branches.items():
+            for (trials, alpha), branch in dim_reduce_branches.items():
                 config = {"boost": {"mode": "manual", "dim_reduce": True},
                           "dim_reduce": {"weight_load_dir": trajectory, "n_components": args.components,
-                                         "alpha": args.alpha, "max_line_search": trials,
+                                         "alpha": alpha, "max_line_search": trials,
                                          "pca_mat_path": os.path.join(work, "pca_mat.npy")}}
                 stage2 = boost.BoostModel.from_model(keras.saving.load_model(saved), boost_config_dict=config)
                 stage2.compile(optimizer="sgd", loss=LOSS)

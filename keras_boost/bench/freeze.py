@@ -7,8 +7,13 @@ Two measurements on the quickstart residual CNN (embedded MNIST), in one run:
    a warm-up (compilation excluded), repeats time an epoch of `--steps`
    steps per depth, in a rotating order so machine drift hits every depth.
    Reported: median seconds/step per depth and its ratio to depth 0, and the
-   mean step time of the default O1 schedule (10 groups, interval strategy,
-   freeze_p 0.7) = the schedule's depth frequencies x the measured times.
+   mean step time of the O1 schedule (10 groups, interval strategy, freeze_p
+   0.7 or each `--freeze-p`) = the schedule's depth frequencies x the
+   measured times (every depth compiled). `--workload realistic` times the
+   bench's ResNet-20 with augmentation at batch 32; `--less-bn` times the
+   depths of O1's LessBN model (surgery + gradient centralization) and the
+   plain Keras model's step in the same rotation, so the mean O1 step is
+   also given as a ratio to the plain step.
 2. **Time to accuracy.** Full training (BoostModel O0) against the O1
    freezing schedule (LessBN off, to isolate freezing), same initial
    weights and batch order, `--epochs` epochs, test accuracy after every
@@ -21,6 +26,8 @@ Example:
 ```shell
 KERAS_BACKEND=tensorflow python -m keras_boost.bench.freeze --quick
 KERAS_BACKEND=jax python -m keras_boost.bench.freeze --output freeze_jax.json
+python -m keras_boost.bench.freeze --workload realistic --less-bn --freeze-p 0.7,0.5,0.4 \
+    --skip-accuracy --repeats 5 --output freeze_realistic.json
 ```
 """
 
@@ -41,6 +48,12 @@ from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
 FREEZE_ONLY = {"boost": {"mode": "manual", "less_bn": False}}
+LESS_BN_ONLY = {"boost": {"mode": "manual", "less_bn": True}}
+MODELS = {
+    "quickstart": (lambda seed, **kw: residual_cnn(seed=seed, **kw), 64),
+    "realistic": (lambda seed, **kw: residual_cnn(seed=seed, width=16, blocks=(3, 3, 3), translation=0.1,
+                                                  rotation=0.03, **kw), 32),
+}
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
@@ -51,13 +64,31 @@ def parse_args(argv=None):
     parser.add_argument("--epochs", type=int, default=4, help="epochs of the time-to-accuracy runs")
     parser.add_argument("--seeds", type=int, default=2, help="seeds of the time-to-accuracy runs")
     parser.add_argument("--target", type=float, default=0.90, help="target test accuracy")
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--batch-size", type=int, help="default: 64 (quickstart), 32 (realistic)")
+    parser.add_argument("--workload", choices=sorted(MODELS), default="quickstart",
+                        help="the model whose depths are timed")
+    parser.add_argument("--less-bn", action="store_true",
+                        help="time O1's LessBN model per depth, and the plain model's step")
+    parser.add_argument("--freeze-p", default="0.7",
+                        help="comma-separated freeze_p values whose schedule mean step is reported")
     parser.add_argument("--skip-accuracy", action="store_true", help="only the step-time part")
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
     parser.add_argument("--output", help="write the results as JSON here")
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.repeats, args.epochs, args.seeds = 10, 2, 2, 1
+    if args.batch_size is None:
+        args.batch_size = MODELS[args.workload][1]
+    try:
+        args.freeze_p = [float(p) for p in args.freeze_p.split(",")]
+    except ValueError:
+        parser.error(f"--freeze-p: expected numbers separated by commas, got {args.freeze_p!r}")
+    bad = [p for p in args.freeze_p if not 0.0 < p <= 1.0]
+    if bad:
+        parser.error(f"--freeze-p values must be in (0, 1], got {bad}")
+    if args.workload != "quickstart" and not args.skip_accuracy:
+        parser.error("the time-to-accuracy part runs the quickstart model only: add --skip-accuracy, "
+                     "or use `keras-boost bench --workload realistic`")
     return args
 
 
@@ -65,46 +96,76 @@ def sgd():
     return keras.optimizers.SGD(0.05, momentum=0.9)
 
 
-def depth_models(groups_count, seed=1234):
-    """One BoostModel per depth, each always training its group."""
+def depth_models(groups_count, seed=1234, workload="quickstart", less_bn=False):
+    """One BoostModel per depth, each always training its group.
+
+    With `less_bn`, each is O1's LessBN model (surgery + gradient
+    centralization) of the same seed, i.e. the same weights.
+    """
+    build = MODELS[workload][0]
     models = []
-    template = residual_cnn(seed=seed)
+    template = None if less_bn else build(seed)
     for depth in range(groups_count):
-        model = residual_cnn(seed=seed, model_cls=boost.BoostModel, name=f"depth{depth}")
-        copy_weights(template, model)
+        if less_bn:
+            processed, _ = boost.AutoBoost("O0", LESS_BN_ONLY).network_auto_process_train(build(seed), sgd())
+            model = boost.BoostModel.from_model(processed, boost_config_dict=LESS_BN_ONLY)
+        else:
+            model = build(seed, model_cls=boost.BoostModel, name=f"depth{depth}")
+            copy_weights(template, model)
         groups = boost.GradientFreeze().split_parameters_groups(model, groups_count)
         model.compile(optimizer=boost.FreezeOptimizer(sgd(), groups, [depth]), loss=LOSS)
         models.append(model)
     return models
 
 
+def schedule_mean_ratio(median, freeze_p, groups_count=10):
+    """(depth frequencies, mean step / full step) of the interval schedule."""
+    schedule = boost.GradientFreeze(seed=0).generate_freeze_index_sequence(groups_count, 1, freeze_p, 100_000)
+    freq = np.bincount(schedule, minlength=groups_count) / len(schedule)
+    return freq, float(sum(freq[d] * median[d] for d in range(groups_count))) / median[0]
+
+
 def step_times(args, groups_count=10):
     x, y = make_data(args.steps, args.batch_size)
     warm_x, warm_y = x[: 2 * args.batch_size], y[: 2 * args.batch_size]
-    models = depth_models(groups_count)
-    for model in models:
+    models = dict(enumerate(depth_models(groups_count, workload=args.workload, less_bn=args.less_bn)))
+    if args.less_bn:
+        plain = MODELS[args.workload][0](1234)
+        plain.compile(optimizer=sgd(), loss=LOSS)
+        models["plain"] = plain
+    for model in models.values():
         model.fit(warm_x, warm_y, batch_size=args.batch_size, verbose=0)
-    times = {d: [] for d in range(groups_count)}
+    keys = list(models)
+    times = {key: [] for key in keys}
     for repeat in range(args.repeats):
-        order = list(range(groups_count))
-        order = order[repeat % groups_count :] + order[: repeat % groups_count]
-        for depth in order:
-            steps_per_second, _ = time_fit(models[depth], x, y, args.batch_size)
-            times[depth].append(1.0 / steps_per_second)
+        order = keys[repeat % len(keys) :] + keys[: repeat % len(keys)]  # drift hits every model
+        for key in order:
+            steps_per_second, _ = time_fit(models[key], x, y, args.batch_size)
+            times[key].append(1.0 / steps_per_second)
         print(f"  repeat {repeat + 1}/{args.repeats}: " + ", ".join(
-            f"d{d} {1e3 * times[d][-1]:.0f}ms" for d in range(groups_count)))
-    median = {d: statistics.median(t) for d, t in times.items()}
-    # The default O1 schedule's depth frequencies, over a long schedule.
-    schedule = boost.GradientFreeze(seed=0).generate_freeze_index_sequence(groups_count, 1, 0.7, 100_000)
-    freq = np.bincount(schedule, minlength=groups_count) / len(schedule)
-    o1_mean = float(sum(freq[d] * median[d] for d in range(groups_count)))
-    return {
-        "seconds_per_step": {str(d): t for d, t in times.items()},
-        "median_seconds_per_step": {str(d): m for d, m in median.items()},
+            f"{'d' if isinstance(k, int) else ''}{k} {1e3 * times[k][-1]:.0f}ms" for k in keys))
+    median = {key: statistics.median(t) for key, t in times.items()}
+    freq, o1_ratio = schedule_mean_ratio(median, 0.7, groups_count)
+    result = {
+        "seconds_per_step": {str(k): t for k, t in times.items()},
+        "median_seconds_per_step": {str(k): m for k, m in median.items()},
         "ratio_to_full": {str(d): median[d] / median[0] for d in range(groups_count)},
         "o1_schedule_depth_frequency": {str(d): float(f) for d, f in enumerate(freq)},
-        "o1_schedule_mean_ratio": o1_mean / median[0],
+        "o1_schedule_mean_ratio": o1_ratio,
+        "schedule_mean_ratio": {str(p): schedule_mean_ratio(median, p, groups_count)[1] for p in args.freeze_p},
     }
+    if args.less_bn:
+        # The whole O1 step against plain Keras: LessBN's full step x the
+        # schedule. Two estimates of LessBN's ratio: of the medians, and the
+        # median of the per-repeat ratios (neighbours in time, less drift).
+        paired = [a / b for a, b in zip(times[0], times["plain"])]
+        result["less_bn_full_step_ratio_to_plain"] = median[0] / median["plain"]
+        result["less_bn_full_step_ratio_to_plain_per_repeat"] = paired
+        result["o1_mean_step_ratio_to_plain"] = {
+            p: [ratio * median[0] / median["plain"], ratio * statistics.median(paired)]
+            for p, ratio in result["schedule_mean_ratio"].items()
+        }
+    return result
 
 
 def accuracy_run(level, seed, args):
@@ -139,13 +200,20 @@ def main(argv=None):
     env = environment()
     print(f"keras_boost freeze benchmark | backend {env['backend']} | {env['processor']} "
           f"x{env['nproc']} | {env['date']} | load {env['load_average']}")
-    print("Step time per freeze depth (residual CNN, batch", args.batch_size, "):")
+    print(f"Step time per freeze depth ({args.workload} residual CNN{', LessBN' if args.less_bn else ''}, "
+          f"batch {args.batch_size}):")
     result = {"environment": env, "settings": vars(args), "step_times": step_times(args)}
     st = result["step_times"]
     for d, ratio in st["ratio_to_full"].items():
         print(f"  depth {d}: {1e3 * st['median_seconds_per_step'][d]:.1f} ms/step, {ratio:.3f}x full")
-    print(f"  default O1 schedule mean step time: {st['o1_schedule_mean_ratio']:.3f}x full "
-          f"({100 * (1 - st['o1_schedule_mean_ratio']):.1f}% lower)")
+    for p, ratio in st["schedule_mean_ratio"].items():
+        print(f"  O1 schedule (freeze_p {p}) mean step time: {ratio:.3f}x full ({100 * (1 - ratio):.1f}% lower)")
+    if args.less_bn:
+        paired = statistics.median(st["less_bn_full_step_ratio_to_plain_per_repeat"])
+        print(f"  plain Keras: {1e3 * st['median_seconds_per_step']['plain']:.1f} ms/step; LessBN full step "
+              f"{st['less_bn_full_step_ratio_to_plain']:.3f}x plain (median of per-repeat ratios {paired:.3f}x)")
+        for p, (of_medians, of_pairs) in st["o1_mean_step_ratio_to_plain"].items():
+            print(f"  O1 mean step (freeze_p {p}): {of_medians:.3f}x / {of_pairs:.3f}x the plain step")
     if not args.skip_accuracy:
         print("Time to accuracy (O0 full vs O1 freezing only):")
         result["accuracy_runs"] = accuracy_runs(args)
