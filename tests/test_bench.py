@@ -418,3 +418,19 @@ def test_freeze_bench_schedule_mean_ratio():
     assert ratio == pytest.approx(0.85, abs=1e-3)
     _, ratio = schedule_mean_ratio({0: 1.0, **{d: 0.5 for d in range(1, 10)}}, 0.4)
     assert ratio == pytest.approx(0.7, abs=1e-3)
+
+
+def test_dim_reduce_bench_branches_and_arguments(capsys):
+    from keras_boost.bench import dim_reduce
+
+    args = dim_reduce.parse_args(["--max-line-search", "2,4", "--alpha", "0.001"])
+    assert dim_reduce._branch_names(args.max_line_search, args.alpha) == {
+        (2, 0.001): "dim_reduce/ls2", (4, 0.001): "dim_reduce/ls4"}
+    assert dim_reduce._branch_names([2], [0.001, 0.01]) == {
+        (2, 0.001): "dim_reduce/a0.001", (2, 0.01): "dim_reduce/a0.01"}
+    assert dim_reduce._branch_names([2], [0.001]) == {(2, 0.001): "dim_reduce"}
+    for bad, message in ((["--alpha", "0"], "dim_reduce.alpha"), (["--max-line-search", "2,x"], "ints >= 1"),
+                         (["--stage1-epochs", "4", "--trajectory-start-epoch", "4"], "below --stage1-epochs")):
+        with pytest.raises(SystemExit):
+            dim_reduce.parse_args(bad)
+        assert message in capsys.readouterr().err
