@@ -33,7 +33,8 @@ def parse_args(argv):
     parser.add_argument("--workload", default="quickstart",
                         help="quickstart (default), resnet, realistic (2,000 steps, ~2-3 min per run) or tiny")
     parser.add_argument("--factory", help="module:function returning a keras_boost.bench.Workload")
-    parser.add_argument("--variants", help="comma-separated subset (default: all)")
+    parser.add_argument("--variants", help="comma-separated subset (default: all); a boost variant may "
+                        "carry config overrides, e.g. O1+grad_freeze.freeze_p=0.5")
     parser.add_argument("--precisions", default="float32,mixed_bfloat16", help="comma-separated")
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--first-seed", type=int, default=0,
