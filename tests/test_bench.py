@@ -420,6 +420,19 @@ def test_freeze_bench_schedule_mean_ratio():
     assert ratio == pytest.approx(0.7, abs=1e-3)
 
 
+def test_freeze_bench_arguments(capsys):
+    from keras_boost.bench import freeze
+
+    args = freeze.parse_args(["--workload", "realistic", "--freeze-p", "0.7,0.4", "--skip-accuracy"])
+    assert (args.freeze_p, args.batch_size) == ([0.7, 0.4], 32)
+    for bad, message in ((["--freeze-p", "0.7,1.5", "--skip-accuracy"], "(0, 1], got [1.5]"),
+                         (["--freeze-p", "a"], "floats >= 0.0"),
+                         (["--workload", "realistic"], "--skip-accuracy")):
+        with pytest.raises(SystemExit):
+            freeze.parse_args(bad)
+        assert message in capsys.readouterr().err
+
+
 def test_dim_reduce_bench_branches_and_arguments(capsys):
     from keras_boost.bench import dim_reduce
 

@@ -39,6 +39,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.bench.arguments import number_list
 from keras_boost.bench.arguments import require_positive
 from keras_boost.bench.machine import cpu_model
 from keras_boost.bench.workloads import mnist_data
@@ -59,9 +60,9 @@ def parse_args(argv):
     parser.add_argument("--components", type=int, default=16)
     parser.add_argument("--learning-rate", type=float, default=0.05)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--alpha", type=_number_list(float, 0.0), default=[0.001],
+    parser.add_argument("--alpha", type=number_list(float, 0.0), default=[0.001],
                         help="DimReduce's residual rate; a comma-separated list runs one branch per value")
-    parser.add_argument("--max-line-search", type=_number_list(int, 1), default=[2],
+    parser.add_argument("--max-line-search", type=number_list(int, 1), default=[2],
                         help="Armijo trials per step; a comma-separated list runs one branch per value")
     parser.add_argument("--long-epochs", type=int, default=10, help="epochs of the long plain branch")
     parser.add_argument("--output", default="bench_results/dim_reduce.json")
@@ -84,19 +85,6 @@ def parse_args(argv):
         parser.error(f"--trajectory-start-epoch must be below --stage1-epochs ({args.stage1_epochs}), "
                      f"got {args.trajectory_start_epoch}")
     return args
-
-
-def _number_list(kind, minimum):
-    def parse(text):
-        try:
-            values = [kind(part) for part in text.split(",")]
-        except ValueError:
-            values = []
-        if not values or min(values) < minimum:
-            raise argparse.ArgumentTypeError(
-                f"expected {kind.__name__}s >= {minimum} separated by commas, got {text!r}")
-        return values
-    return parse
 
 
 def _branch_names(trial_counts, alphas):

@@ -39,6 +39,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.bench.arguments import number_list
 from keras_boost.bench.harness import AccuracyClock
 from keras_boost.bench.overhead import environment
 from keras_boost.bench.overhead import make_data
@@ -69,7 +70,7 @@ def parse_args(argv=None):
                         help="the model whose depths are timed")
     parser.add_argument("--less-bn", action="store_true",
                         help="time O1's LessBN model per depth, and the plain model's step")
-    parser.add_argument("--freeze-p", default="0.7",
+    parser.add_argument("--freeze-p", type=number_list(float, 0.0), default=[0.7],
                         help="comma-separated freeze_p values whose schedule mean step is reported")
     parser.add_argument("--skip-accuracy", action="store_true", help="only the step-time part")
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
@@ -79,10 +80,6 @@ def parse_args(argv=None):
         args.steps, args.repeats, args.epochs, args.seeds = 10, 2, 2, 1
     if args.batch_size is None:
         args.batch_size = MODELS[args.workload][1]
-    try:
-        args.freeze_p = [float(p) for p in args.freeze_p.split(",")]
-    except ValueError:
-        parser.error(f"--freeze-p: expected numbers separated by commas, got {args.freeze_p!r}")
     bad = [p for p in args.freeze_p if not 0.0 < p <= 1.0]
     if bad:
         parser.error(f"--freeze-p values must be in (0, 1], got {bad}")

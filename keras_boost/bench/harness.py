@@ -382,7 +382,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                     model = boost.BoostModel.from_model(processed, boost_level=level, boost_config_dict=config)
             except NotImplementedError as error:
                 return {**record, "skipped": str(error)}
-            if variant.split("+")[0] == "adasum" or level == "O2":
+            if model.boost_config["boost"]["adasum"]:
                 record["note"] = ("one replica: AdaSum is the identity here; "
                                   "python -m keras_boost.bench.adasum measures it on N replicas")
         model.compile(optimizer=optimizer, loss=LOSS)
