@@ -49,7 +49,10 @@ def test_runs_record_what_they_measured(tiny_result):
         assert run["steps_per_second"] > 0
     # One replica: AdaSum runs, as the identity, and the record says so.
     assert "skipped" not in runs["adasum"] and "identity" in runs["adasum"]["note"]
-    assert set(runs["grad_freeze"]["freeze_depths"]) == {"traced", "dropped", "declined"}
+    depths = runs["grad_freeze"]["freeze_depths"]
+    assert set(depths) == {"traced", "dropped", "declined", "step_ms", "trace_s"}
+    assert set(depths["step_ms"]) == set(depths["trace_s"]) == {str(d) for d in depths["traced"]}
+    assert depths["step_ms"]["0"] > 0  # depth 0 runs first and is timed
     assert "freeze_depths" not in runs["baseline"]
     assert result["burn_in"] is True and result["version"] == harness.RESULT_VERSION
 
@@ -356,7 +359,7 @@ def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
     result = dim_reduce_bench.run(["--seeds", "1", "--stage1-epochs", "1", "--every", "10", "--components", "2",
                                    "--long-epochs", "1", "--output", str(tmp_path / "dr.json")])
     run = result["runs"][0]
-    assert set(run) >= {"stage1_accuracy", "plain+2", "plain+long", "dim_reduce"}
+    assert set(run) >= {"stage1_accuracy", "plain+2", "plain+long", "plain+2-annealed", "dim_reduce"}
     assert run["dim_reduce"]["steps"] == 2 * math.ceil(4000 / 64)
     assert 0 < run["dim_reduce"]["accepted_steps"] <= run["dim_reduce"]["steps"]
     assert json.loads((tmp_path / "dr.json").read_text())["median_accuracy"]["dim_reduce"] > 0.1
@@ -443,7 +446,28 @@ def test_dim_reduce_bench_branches_and_arguments(capsys):
         (2, 0.001): "dim_reduce/a0.001", (2, 0.01): "dim_reduce/a0.01"}
     assert dim_reduce._branch_names([2], [0.001]) == {(2, 0.001): "dim_reduce"}
     for bad, message in ((["--alpha", "0"], "dim_reduce.alpha"), (["--max-line-search", "2,x"], "ints >= 1"),
-                         (["--stage1-epochs", "4", "--trajectory-start-epoch", "4"], "below --stage1-epochs")):
+                         (["--stage1-epochs", "4", "--trajectory-start-epoch", "4"], "below --stage1-epochs"),
+                         (["--learning-rate", "0"], "--learning-rate must be > 0"),
+                         (["--workload", "cifar"], "invalid choice")):
         with pytest.raises(SystemExit):
             dim_reduce.parse_args(bad)
         assert message in capsys.readouterr().err
+    # The recipe follows the workload unless given.
+    realistic = dim_reduce.parse_args(["--workload", "realistic"])
+    assert (realistic.batch_size, realistic.learning_rate) == (32, 0.05)
+    assert dim_reduce.parse_args(["--workload", "realistic", "--batch-size", "16"]).batch_size == 16
+
+
+def test_dim_reduce_bench_annealed_branch_decays_the_rate_linearly_to_zero():
+    from keras_boost.bench import dim_reduce
+
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    seen = []
+    record = keras.callbacks.LambdaCallback(
+        on_train_batch_begin=lambda batch, logs: seen.append(float(model.optimizer.learning_rate)))
+    decay = dim_reduce._LinearDecay(0.1, total_steps=4)
+    x, y = np.zeros((8, 2), "float32"), np.zeros((8, 1), "float32")
+    for _ in range(2):  # a second fit starts the decay again
+        model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[decay, record])
+    np.testing.assert_allclose(seen, [0.1, 0.075, 0.05, 0.025] * 2, rtol=1e-6)

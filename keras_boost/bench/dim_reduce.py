@@ -1,17 +1,24 @@
 """DimReduce's two-stage recipe against more plain epochs (the tutorial's shape).
 
-Stage 1: the quickstart residual CNN trains `--stage1-epochs` epochs (SGD,
-momentum 0.9, constant learning rate), with `boost.callbacks.WeightTrajectory`
+Stage 1: a `keras-boost bench` workload's model (`--workload`, default the
+quickstart residual CNN; `realistic` is the augmented ResNet-20) trains
+`--stage1-epochs` epochs of SGD with the workload's momentum and weight
+decay at a constant learning rate (the workload's peak rate unless
+`--learning-rate` says otherwise), with `boost.callbacks.WeightTrajectory`
 saving a snapshot every `--every` steps from epoch `--trajectory-start-epoch`
 on. Then, from the same stage-1 model and optimizer state (saved and
-reloaded per branch), three continuations:
+reloaded per branch), these continuations:
 
 - `dim_reduce`: 2 epochs of DimReduce (BFGS in the top-`--components` PCA
   subspace of the trajectory + residual momentum SGD); with several
   `--max-line-search` or `--alpha` values, one branch per combination
   (`dim_reduce/ls<n>/a<alpha>`, naming the settings that vary);
 - `plain+2`, `plain+long`: 2 and `--long-epochs` (10) more epochs of the
-  same SGD.
+  same SGD;
+- `plain+2-annealed`: 2 more epochs of the same SGD with its rate decayed
+  linearly to 0. DimReduce's small steps act partly as an annealing of a
+  constant-rate stage 1; this branch says how much of its gain plain
+  annealing gets for the same epochs.
 
 Reported per seed: test accuracy after each branch and its training wall
 time (evaluation excluded). The tutorial's claim, in this shape: DimReduce
@@ -23,6 +30,8 @@ Example:
 python -m keras_boost.bench.dim_reduce --seeds 2 --output dim_reduce.json
 python -m keras_boost.bench.dim_reduce --stage1-epochs 12 --components 32 \
     --max-line-search 2,4 --seeds 4 --output dim_reduce_ls.json
+python -m keras_boost.bench.dim_reduce --workload realistic --stage1-epochs 8 \
+    --components 32 --seeds 4 --output dim_reduce_realistic.json
 ```
 """
 
@@ -41,9 +50,8 @@ import numpy as np
 import keras_boost as boost
 from keras_boost.bench.arguments import number_list
 from keras_boost.bench.arguments import require_positive
+from keras_boost.bench.harness import WORKLOADS
 from keras_boost.bench.machine import cpu_model
-from keras_boost.bench.workloads import mnist_data
-from keras_boost.bench.workloads import residual_cnn
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -51,6 +59,8 @@ LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 def parse_args(argv):
     parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.dim_reduce",
                                      description=__doc__.split("\n")[0])
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="quickstart",
+                        help="the model, data and SGD recipe (momentum, weight decay) of stage 1")
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--stage1-epochs", type=int, default=4)
@@ -58,8 +68,8 @@ def parse_args(argv):
     parser.add_argument("--trajectory-start-epoch", type=int, default=0,
                         help="first stage-1 epoch recorded (MindSpore's tutorial skips the early ones)")
     parser.add_argument("--components", type=int, default=16)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--learning-rate", type=float, help="constant SGD rate (default: the workload's peak)")
+    parser.add_argument("--batch-size", type=int, help="default: the workload's")
     parser.add_argument("--alpha", type=number_list(float, 0.0), default=[0.001],
                         help="DimReduce's residual rate; a comma-separated list runs one branch per value")
     parser.add_argument("--max-line-search", type=number_list(int, 1), default=[2],
@@ -67,9 +77,16 @@ def parse_args(argv):
     parser.add_argument("--long-epochs", type=int, default=10, help="epochs of the long plain branch")
     parser.add_argument("--output", default="bench_results/dim_reduce.json")
     args = parser.parse_args(argv)
+    workload = WORKLOADS[args.workload]()
+    if args.learning_rate is None:
+        args.learning_rate = workload.learning_rate
+    if args.batch_size is None:
+        args.batch_size = workload.batch_size
     require_positive(
         parser, args, ("seeds", "stage1_epochs", "every", "components", "batch_size", "long_epochs")
     )
+    if not args.learning_rate > 0:
+        parser.error(f"--learning-rate must be > 0, got {args.learning_rate}")
     for name in ("first_seed", "trajectory_start_epoch"):
         if getattr(args, name) < 0:
             parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
@@ -101,29 +118,51 @@ def _branch_names(trial_counts, alphas):
     return names
 
 
+class _LinearDecay(keras.callbacks.Callback):
+    """Decays the optimizer's constant learning rate linearly to 0 over `total_steps` batches."""
+
+    def __init__(self, initial_rate, total_steps):
+        super().__init__()
+        self.initial_rate = float(initial_rate)
+        self.total_steps = int(total_steps)
+        self.step = 0
+
+    def on_train_begin(self, logs=None):
+        self.step = 0
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.model.optimizer.learning_rate = self.initial_rate * (1.0 - self.step / self.total_steps)
+        self.step += 1
+
+
 def _accuracy(model, x, y):
     logits = model.predict(x, batch_size=500, verbose=0)
     return float(np.mean(np.argmax(logits, -1) == y))
 
 
-def _timed_fit(model, x, y, epochs, batch_size, seed):
+def _timed_fit(model, x, y, epochs, batch_size, seed, callbacks=()):
     keras.utils.set_random_seed(seed)
     start = time.perf_counter()
-    model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0)
+    model.fit(x, y, batch_size=batch_size, epochs=epochs, verbose=0, callbacks=list(callbacks))
     return time.perf_counter() - start
 
 
 def run(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    (x, y), (x_test, y_test) = mnist_data()
+    workload = WORKLOADS[args.workload]()
+    (x, y), (x_test, y_test) = workload.data()
+    steps_per_epoch = -(-len(x) // args.batch_size)
     runs = []
     dim_reduce_branches = _branch_names(args.max_line_search, args.alpha)
-    branches = ("plain+2", "plain+long", *dim_reduce_branches.values())
+    plain_branches = {"plain+2": (2, ()), "plain+long": (args.long_epochs, ()),
+                      "plain+2-annealed": (2, (_LinearDecay(args.learning_rate, 2 * steps_per_epoch),))}
+    branches = (*plain_branches, *dim_reduce_branches.values())
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         with tempfile.TemporaryDirectory() as work:
             keras.utils.set_random_seed(seed)
-            model = residual_cnn(seed=seed)
-            model.compile(optimizer=keras.optimizers.SGD(args.learning_rate, momentum=0.9), loss=LOSS)
+            model = workload.build(seed)
+            model.compile(optimizer=keras.optimizers.SGD(args.learning_rate, momentum=workload.momentum,
+                                                         weight_decay=workload.weight_decay), loss=LOSS)
             trajectory = os.path.join(work, "trajectory")
             keras.utils.set_random_seed(seed)
             start = time.perf_counter()
@@ -134,9 +173,9 @@ def run(argv=None):
                       "stage1_accuracy": _accuracy(model, x_test, y_test)}
             saved = os.path.join(work, "stage1.keras")
             model.save(saved)
-            for branch, epochs in (("plain+2", 2), ("plain+long", args.long_epochs)):
+            for branch, (epochs, callbacks) in plain_branches.items():
                 continued = keras.saving.load_model(saved)
-                seconds = _timed_fit(continued, x, y, epochs, args.batch_size, seed + 1)
+                seconds = _timed_fit(continued, x, y, epochs, args.batch_size, seed + 1, callbacks)
                 record[branch] = {"accuracy": _accuracy(continued, x_test, y_test), "seconds": seconds}
             for (trials, alpha), branch in dim_reduce_branches.items():
                 config = {"boost": {"mode": "manual", "dim_reduce": True},

@@ -357,6 +357,10 @@ def time_to_accuracy(curve, accuracy):
     return next((float(t) for t, a in curve if a >= accuracy - 1e-9), None)
 
 
+def _milliseconds(seconds):
+    return None if seconds is None else 1e3 * seconds
+
+
 def run_once(workload, variant, precision, seed, short_ratio=0.8):
     """One training run; returns a record (see `validate_result`)."""
     record = {"variant": variant, "precision": precision, "seed": seed}
@@ -402,6 +406,9 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
             "traced": [int(d) for d in planner.traced],
             "dropped": sorted(int(d) for d in planner.dropped),
             "declined": sorted(int(d) for d in planner.declined),
+            # Measured on the run's first calls: what the planner decided from.
+            "step_ms": {str(d): _milliseconds(planner.step_time(d)) for d in planner.traced},
+            "trace_s": {str(d): planner.trace_cost(d) for d in planner.traced},
         }
     return {
         **record,
