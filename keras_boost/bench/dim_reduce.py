@@ -37,6 +37,7 @@ python -m keras_boost.bench.dim_reduce --workload realistic --stage1-epochs 8 \
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -151,7 +152,7 @@ def run(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     workload = WORKLOADS[args.workload]()
     (x, y), (x_test, y_test) = workload.data()
-    steps_per_epoch = -(-len(x) // args.batch_size)
+    steps_per_epoch = math.ceil(len(x) / args.batch_size)
     runs = []
     dim_reduce_branches = _branch_names(args.max_line_search, args.alpha)
     plain_branches = {"plain+2": (2, ()), "plain+long": (args.long_epochs, ()),
@@ -164,13 +165,10 @@ def run(argv=None):
             model.compile(optimizer=keras.optimizers.SGD(args.learning_rate, momentum=workload.momentum,
                                                          weight_decay=workload.weight_decay), loss=LOSS)
             trajectory = os.path.join(work, "trajectory")
-            keras.utils.set_random_seed(seed)
-            start = time.perf_counter()
-            model.fit(x, y, batch_size=args.batch_size, epochs=args.stage1_epochs, verbose=0,
-                      callbacks=[boost.callbacks.WeightTrajectory(
-                          trajectory, every=args.every, start_epoch=args.trajectory_start_epoch)])
-            record = {"seed": seed, "stage1_seconds": time.perf_counter() - start,
-                      "stage1_accuracy": _accuracy(model, x_test, y_test)}
+            snapshots = boost.callbacks.WeightTrajectory(
+                trajectory, every=args.every, start_epoch=args.trajectory_start_epoch)
+            seconds = _timed_fit(model, x, y, args.stage1_epochs, args.batch_size, seed, (snapshots,))
+            record = {"seed": seed, "stage1_seconds": seconds, "stage1_accuracy": _accuracy(model, x_test, y_test)}
             saved = os.path.join(work, "stage1.keras")
             model.save(saved)
             for branch, (epochs, callbacks) in plain_branches.items():
