@@ -35,6 +35,22 @@ def test_harness_writes_json_table_and_png(tiny_result):
     assert "| grad_freeze | float32 |" in table and "| adasum | float32 |" in table
     png = stem.with_suffix(".png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 5000
+    assert not list(out.glob("*_partial.json*"))  # removed once the whole result is written
+
+
+def test_interrupted_benchmark_keeps_the_finished_runs(tmp_path, monkeypatch):
+    def fake_run(workload, variant, precision, seed, short_ratio=0.8):
+        if variant == "O1":
+            raise KeyboardInterrupt
+        return {"variant": variant, "precision": precision, "seed": seed, "skipped": "fake"}
+
+    monkeypatch.setattr(harness, "run_once", fake_run)
+    with pytest.raises(KeyboardInterrupt):
+        cli.run(["--workload", "tiny", "--variants", "baseline,baseline-short,O1", "--precisions", "float32",
+                 "--output-dir", str(tmp_path), "--no-progress", "--no-burn-in"])
+    (partial,) = tmp_path.glob("*_partial.json")
+    saved = report.load_json(partial)
+    assert [r["variant"] for r in saved["runs"]] == ["baseline", "baseline-short"]
 
 
 def test_runs_record_what_they_measured(tiny_result):
@@ -116,8 +132,11 @@ def test_run_benchmark_runs_in_interleaved_order(monkeypatch):
         return {"variant": variant, "precision": precision, "seed": seed, "skipped": "fake"}
 
     monkeypatch.setattr(harness, "run_once", fake_run)
+    seen = []  # runs so far, at each on_run call
     result = harness.run_benchmark(harness.tiny_workload(), ["baseline", "baseline-short", "O1"],
-                                   ["float32"], seeds=3, progress=False, burn_in_fit=False)
+                                   ["float32"], seeds=3, progress=False, burn_in_fit=False,
+                                   on_run=lambda so_far: seen.append(len(so_far["runs"])))
+    assert seen == list(range(1, 10))
     assert [(r["variant"], r["seed"]) for r in result["runs"]] == [
         ("baseline", 0), ("baseline-short", 0), ("O1", 0),
         ("O1", 1), ("baseline-short", 1), ("baseline", 1),

@@ -151,12 +151,16 @@ def run(argv=None):
     except ValueError as error:
         raise SystemExit(f"--variants: {error}")
     earlier = report.load_json(args.append_to) if args.append_to else None  # fail before running
+    os.makedirs(args.output_dir, exist_ok=True)
+    stem = os.path.join(args.output_dir, f"bench_{workload.name}_{harness.environment()['backend']}")
+    # Saved after every run: an interrupted benchmark keeps what it measured
+    # (`--report` renders it, `--append-to` extends it).
+    partial = stem + "_partial.json"
     result = harness.run_benchmark(
         workload, variants, precisions, seeds, args.short_ratio, progress=not args.no_progress,
         burn_in_fit=not args.no_burn_in, first_seed=args.first_seed,
+        on_run=lambda result_so_far: report.write_json(result_so_far, partial),
     )
-    os.makedirs(args.output_dir, exist_ok=True)
-    stem = os.path.join(args.output_dir, f"bench_{workload.name}_{result['environment']['backend']}")
     if earlier is not None:
         try:
             result = harness.merge_results(earlier, result)
@@ -164,6 +168,7 @@ def run(argv=None):
             report.write_json(result, stem + "_unmerged.json")  # the runs are not lost
             raise SystemExit(f"--append-to {args.append_to!r}: {error} This run: {stem}_unmerged.json.")
     report.write_json(result, stem + ".json")
+    os.remove(partial)
     print(f"Wrote {stem}.json")
     _write_reports(result, stem, args.accuracy_drop)
     return result

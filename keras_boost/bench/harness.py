@@ -506,7 +506,7 @@ def burn_in(workload, precisions):
 
 
 def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, seeds=1,
-                  short_ratio=0.8, progress=True, burn_in_fit=True, first_seed=0):
+                  short_ratio=0.8, progress=True, burn_in_fit=True, first_seed=0, on_run=None):
     """Runs every (variant, precision, seed), interleaved; returns the result dict.
 
     Args:
@@ -520,6 +520,10 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
         burn_in_fit: run `burn_in` first.
         first_seed: the first seed (seeds `first_seed` .. `first_seed +
             seeds - 1` run).
+        on_run: optional `on_run(result)`, called after every run with the
+            result so far (the same layout, without
+            `environment.finished`): e.g. to save it, so that an
+            interrupted benchmark loses at most the run in progress.
 
     Returns:
         A dict with `version`, `workload`, `short_ratio`, `environment` and
@@ -551,6 +555,14 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
     if burn_in_fit:
         burn_in(workload, precisions)
     runs = []
+    result = {
+        "version": RESULT_VERSION,
+        "workload": {k: v for k, v in dataclasses.asdict(workload).items() if k not in ("build", "data")},
+        "short_ratio": short_ratio,
+        "burn_in": bool(burn_in_fit),
+        "environment": env,
+        "runs": runs,
+    }
     for order, (variant, precision, seed) in enumerate(jobs):
         started, load = _now(), _load_average()
         run = run_once(workload, variant, precision, seed, short_ratio)
@@ -563,15 +575,10 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
                 outcome = (f"train {run['train_seconds']:.1f} s, final accuracy "
                            f"{run['final_accuracy']:.4f}, load {load[0] if load else 'n/a'}")
             print(f"[{order + 1}/{len(jobs)}] {variant} {precision} seed {seed}: {outcome}", flush=True)
+        if on_run is not None:
+            on_run(result)
     env["finished"] = _now()
-    return {
-        "version": RESULT_VERSION,
-        "workload": {k: v for k, v in dataclasses.asdict(workload).items() if k not in ("build", "data")},
-        "short_ratio": short_ratio,
-        "burn_in": bool(burn_in_fit),
-        "environment": env,
-        "runs": runs,
-    }
+    return result
 
 
 def merge_results(earlier, later):

@@ -35,6 +35,7 @@ report.plot(result, "bench_realistic_tensorflow.png")
 
 import json
 import math
+import os
 import statistics
 
 from keras_boost.bench.harness import time_to_accuracy
@@ -47,10 +48,13 @@ _EPS = 1e-9
 
 
 def write_json(result, path):
-    """Validates `result` and writes it as JSON to `path`."""
+    """Validates `result` and writes it as JSON to `path` (atomically: a
+    reader never sees a half-written file)."""
     validate_result(result)
-    with open(path, "w") as f:
+    partial = path + ".tmp"
+    with open(partial, "w") as f:
         json.dump(result, f, indent=1)
+    os.replace(partial, path)
 
 
 def load_json(path):
