@@ -381,7 +381,8 @@ def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
     assert set(run) >= {"stage1_accuracy", "plain+2", "plain+long", "plain+2-annealed", "dim_reduce"}
     assert run["dim_reduce"]["steps"] == 2 * math.ceil(4000 / 64)
     assert 0 < run["dim_reduce"]["accepted_steps"] <= run["dim_reduce"]["steps"]
-    assert json.loads((tmp_path / "dr.json").read_text())["median_accuracy"]["dim_reduce"] > 0.1
+    saved = json.loads((tmp_path / "dr.json").read_text())
+    assert saved["complete"] is True and saved["median_accuracy"]["dim_reduce"] > 0.1
 
 
 def test_precision_bench_times_every_policy_and_refuses_bad_arguments(capsys):

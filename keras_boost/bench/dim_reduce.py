@@ -148,6 +148,25 @@ def _timed_fit(model, x, y, epochs, batch_size, seed, callbacks=()):
     return time.perf_counter() - start
 
 
+def _result(args, runs, branches, complete):
+    return {
+        "benchmark": "dim_reduce",
+        "complete": complete,
+        "environment": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+                        "backend": keras.backend.backend(), "keras": keras.__version__},
+        "settings": vars(args),
+        "runs": runs,
+        "median_accuracy": {b: statistics.median(r[b]["accuracy"] for r in runs) for b in branches},
+    }
+
+
+def _write_json(result, path):
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path + ".tmp", "w") as f:
+        json.dump(result, f, indent=2)
+    os.replace(path + ".tmp", path)
+
+
 def run(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     workload = WORKLOADS[args.workload]()
@@ -193,17 +212,9 @@ def run(argv=None):
         print(f"seed {seed}: stage 1 {record['stage1_accuracy']:.4f}; "
               + ", ".join(f"{b} {record[b]['accuracy']:.4f} ({record[b]['seconds']:.0f} s)"
                           for b in branches), flush=True)
-    result = {
-        "benchmark": "dim_reduce",
-        "environment": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-                        "backend": keras.backend.backend(), "keras": keras.__version__},
-        "settings": vars(args),
-        "runs": runs,
-        "median_accuracy": {b: statistics.median(r[b]["accuracy"] for r in runs) for b in branches},
-    }
-    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(result, f, indent=2)
+        # Rewritten after every seed: an interrupted run keeps its seeds.
+        result = _result(args, runs, branches, complete=len(runs) == args.seeds)
+        _write_json(result, args.output)
     print(json.dumps(result["median_accuracy"], indent=1))
     print(f"Wrote {args.output}")
     return result
