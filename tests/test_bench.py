@@ -327,6 +327,18 @@ def test_realistic_workload_definition():
     assert np.array_equal(model.predict(x_test[:8], verbose=0), plain.predict(x_test[:8], verbose=0))
 
 
+def test_quickstart_augmented_is_the_quickstart_model_with_the_realistic_recipe():
+    augmented, quickstart, realistic = (harness.WORKLOADS[name]() for name in
+                                        ("quickstart-augmented", "quickstart", "realistic"))
+    for field in ("epochs", "batch_size", "learning_rate", "warmup_epochs", "momentum", "weight_decay"):
+        assert getattr(augmented, field) == getattr(realistic, field), field
+    x_test = augmented.data()[1][0][:8]
+    model, plain = augmented.build(0), quickstart.build(0)
+    assert model.count_params() == plain.count_params()
+    # Augmentation acts in training only: same weights, same inference.
+    assert np.array_equal(model.predict(x_test, verbose=0), plain.predict(x_test, verbose=0))
+
+
 def test_workload_and_schedule_validation():
     build, data = harness.tiny_workload().build, harness.tiny_workload().data
     with pytest.raises(ValueError, match=r"warmup_epochs must be in \[0, epochs=3\), got 3"):

@@ -212,8 +212,34 @@ def realistic_workload():
     )
 
 
+def quickstart_augmented_workload():
+    """The quickstart CNN trained with the realistic workload's recipe.
+
+    Same model as `quickstart_workload` (same weights for a seed), with the
+    realistic workload's augmentation layers and recipe: batch 32, 16
+    epochs, SGD with momentum 0.9 and weight decay 5e-4, a 1-epoch warmup
+    to 0.05 then cosine decay; target 0.98. Pairs with both: a result that
+    differs between `quickstart` and `realistic` is the model's doing if it
+    also differs between `quickstart-augmented` and `realistic`, the
+    recipe's if it does not.
+
+    Example:
+
+    ```shell
+    python -m keras_boost.bench.dim_reduce --workload quickstart-augmented --stage1-epochs 8
+    ```
+    """
+    return Workload(
+        "quickstart-augmented",
+        lambda seed: residual_cnn(seed=seed, translation=0.1, rotation=0.03, name="quickstart_augmented"),
+        mnist_data, epochs=16, batch_size=32, learning_rate=0.05, target=0.98,
+        warmup_epochs=1.0, momentum=0.9, weight_decay=5e-4,
+    )
+
+
 WORKLOADS = {
     "quickstart": quickstart_workload,
+    "quickstart-augmented": quickstart_augmented_workload,
     "resnet": resnet_workload,
     "realistic": realistic_workload,
     "tiny": tiny_workload,
