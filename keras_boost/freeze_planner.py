@@ -40,8 +40,8 @@ import numpy as np
 
 # Timed calls per depth after its first (tracing) call. A step time is the
 # fastest of them: on a shared machine noise only ever adds time (the rule
-# of Python's `timeit`), and a median of 3 on a 2-vCPU machine was seen to
-# drop a depth that saves 28% of the step as "saving nothing".
+# of Python's `timeit`), where a median of 3 moves with one or two slowed
+# calls.
 TIMED_CALLS = 5
 # A depth must save at least this fraction of the full step to be kept.
 MIN_SAVING = 0.02
