@@ -133,6 +133,8 @@ def run(argv=None):
     if args.backend and args.backend != os.environ.get("KERAS_BACKEND", "tensorflow"):
         _reexec_with_backend(args.backend, argv)
 
+    import keras
+
     from keras_boost.bench import harness
     from keras_boost.bench import report
 
@@ -152,7 +154,7 @@ def run(argv=None):
         raise SystemExit(f"--variants: {error}")
     earlier = report.load_json(args.append_to) if args.append_to else None  # fail before running
     os.makedirs(args.output_dir, exist_ok=True)
-    stem = os.path.join(args.output_dir, f"bench_{workload.name}_{harness.environment()['backend']}")
+    stem = os.path.join(args.output_dir, f"bench_{workload.name}_{keras.backend.backend()}")
     # Saved after every run: an interrupted benchmark keeps what it measured
     # (`--report` renders it, `--append-to` extends it).
     partial = stem + "_partial.json"

@@ -53,6 +53,7 @@ from keras_boost.bench.arguments import number_list
 from keras_boost.bench.arguments import require_positive
 from keras_boost.bench.harness import WORKLOADS
 from keras_boost.bench.machine import cpu_model
+from keras_boost.callbacks.weight_trajectory import atomic_write
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -148,25 +149,6 @@ def _timed_fit(model, x, y, epochs, batch_size, seed, callbacks=()):
     return time.perf_counter() - start
 
 
-def _result(args, runs, branches, complete):
-    return {
-        "benchmark": "dim_reduce",
-        "complete": complete,
-        "environment": {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-                        "backend": keras.backend.backend(), "keras": keras.__version__},
-        "settings": vars(args),
-        "runs": runs,
-        "median_accuracy": {b: statistics.median(r[b]["accuracy"] for r in runs) for b in branches},
-    }
-
-
-def _write_json(result, path):
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path + ".tmp", "w") as f:
-        json.dump(result, f, indent=2)
-    os.replace(path + ".tmp", path)
-
-
 def run(argv=None):
     args = parse_args(sys.argv[1:] if argv is None else argv)
     workload = WORKLOADS[args.workload]()
@@ -177,6 +159,9 @@ def run(argv=None):
     plain_branches = {"plain+2": (2, ()), "plain+long": (args.long_epochs, ()),
                       "plain+2-annealed": (2, (_LinearDecay(args.learning_rate, 2 * steps_per_epoch),))}
     branches = (*plain_branches, *dim_reduce_branches.values())
+    environment = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
+                   "backend": keras.backend.backend(), "keras": keras.__version__}
+    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
     for seed in range(args.first_seed, args.first_seed + args.seeds):
         with tempfile.TemporaryDirectory() as work:
             keras.utils.set_random_seed(seed)
@@ -213,8 +198,15 @@ def run(argv=None):
               + ", ".join(f"{b} {record[b]['accuracy']:.4f} ({record[b]['seconds']:.0f} s)"
                           for b in branches), flush=True)
         # Rewritten after every seed: an interrupted run keeps its seeds.
-        result = _result(args, runs, branches, complete=len(runs) == args.seeds)
-        _write_json(result, args.output)
+        result = {
+            "benchmark": "dim_reduce",
+            "complete": len(runs) == args.seeds,
+            "environment": environment,
+            "settings": vars(args),
+            "runs": runs,
+            "median_accuracy": {b: statistics.median(r[b]["accuracy"] for r in runs) for b in branches},
+        }
+        atomic_write(args.output, lambda f: f.write(json.dumps(result, indent=2).encode()))
     print(json.dumps(result["median_accuracy"], indent=1))
     print(f"Wrote {args.output}")
     return result

@@ -35,11 +35,11 @@ report.plot(result, "bench_realistic_tensorflow.png")
 
 import json
 import math
-import os
 import statistics
 
 from keras_boost.bench.harness import time_to_accuracy
 from keras_boost.bench.harness import validate_result
+from keras_boost.callbacks.weight_trajectory import atomic_write
 
 # The baseline's median final accuracy minus this is the accuracy that
 # "time to the baseline's accuracy" measures (0.5 point).
@@ -51,10 +51,7 @@ def write_json(result, path):
     """Validates `result` and writes it as JSON to `path` (atomically: a
     reader never sees a half-written file)."""
     validate_result(result)
-    partial = path + ".tmp"
-    with open(partial, "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(partial, path)
+    atomic_write(path, lambda f: f.write(json.dumps(result, indent=1).encode()))
 
 
 def load_json(path):
