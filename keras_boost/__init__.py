@@ -44,7 +44,7 @@ from keras_boost import saving as _saving
 
 _saving.register_plain_names([
     AdaBelief, AdaBound, AdaSum, BoostModel, BoostOptimizer, LARS, DimReduce, DynamicLossScaleOptimizer, FreezeOptimizer,
-    GradientAccumulation, GradientCentralization, layers.NormalizedDense, schedules.OneCycle,
+    GradientAccumulation, GradientCentralization, layers.NormalizedDense, layers.FusedBatchNormalization, schedules.OneCycle,
     Distiller, layers.GroupLossScaleManager, layers.ProgressiveResize, pruning.PruneLowMagnitude,
     quantization.QuantizeAwareDense,
 ])

@@ -1,7 +1,8 @@
 """`AutoBoost` and `wrap`: apply a resolved boost config to Keras objects.
 
 The order in which algorithms are applied is fixed here and only here
-(MindSpore's order): dim_reduce is exclusive; otherwise LessBN, then gradient
+(MindSpore's order): dim_reduce is exclusive; otherwise LessBN (then
+keras_boost's fused batch norm of the BNs that remain), then gradient
 freezing, then AdaSum; accumulation and group loss scaling act in the train
 step.
 """
@@ -18,6 +19,9 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
 from keras_boost.precision import resolve_precision
+from keras_boost.layers.fused_batch_norm import FusedBatchNormalization
+from keras_boost.surgery.fuse_batch_norm import count_batch_norms
+from keras_boost.surgery.fuse_batch_norm import fuse_batch_norm
 from keras_boost.surgery.less_bn import REPORT_ATTR
 from keras_boost.surgery.less_bn import LessBN
 from keras_boost.validation import check_model
@@ -100,7 +104,7 @@ class AutoBoost:
 
     def network_auto_process_model(self, model):
         """The model-level part of `network_auto_process_train`: LessBN, then
-        the `common.precision` policy.
+        fused batch norm, then the `common.precision` policy.
 
         Returns the same model when neither changes anything, else a new one
         (the input is never changed). With `precision="auto"` the timing
@@ -113,6 +117,8 @@ class AutoBoost:
         if less_bn:
             model = self._less_bn(model)
         report = getattr(model, REPORT_ATTR, None)
+        if self._config["boost"]["fused_batch_norm"]:
+            model = self._fuse_batch_norm(model)
         model, choice = resolve_precision(model, self._config["common"]["precision"])
         if report is not None and getattr(model, REPORT_ATTR, None) is None:
             setattr(model, REPORT_ATTR, report)  # a precision copy of the LessBN model
@@ -136,6 +142,26 @@ class AutoBoost:
             )
             return model
         return LessBN(model, fn_flag=self._config["less_bn"]["fn_flag"])
+
+    def _fuse_batch_norm(self, model):
+        if not has_layer_graph(model):
+            warnings.warn(
+                f"fused_batch_norm: {model.name!r} is a subclassed model ({type(model).__name__}), "
+                "whose layers cannot be swapped from outside; use "
+                "boost.layers.FusedBatchNormalization in its layers instead.",
+                NoEffectWarning,
+                stacklevel=4,
+            )
+            return model
+        if not count_batch_norms(model) and any(
+            isinstance(layer, FusedBatchNormalization) for layer in model._flatten_layers(include_self=False)
+        ):
+            return model  # already fused
+        report = getattr(model, REPORT_ATTR, None)
+        model = fuse_batch_norm(model)
+        if report is not None:
+            setattr(model, REPORT_ATTR, report)  # the copy of a LessBN model
+        return model
 
     def network_auto_process_eval(self, model):
         """Returns the inference model matching `network_auto_process_train`.

@@ -24,7 +24,10 @@ from keras_boost.errors import not_implemented
 LEVELS = ("O0", "O1", "O2")
 MODES = ("auto", "manual", "enable_all", "disable_all")
 
-# Algorithm flags of the "boost" section, in MindSpore's order.
+# Algorithm flags of the "boost" section, in MindSpore's order, then
+# keras_boost's own (fused_batch_norm: the remaining BatchNormalization
+# layers train with one fused kernel, same math; see
+# keras_boost.surgery.fuse_batch_norm).
 ALGORITHMS = (
     "less_bn",
     "grad_freeze",
@@ -32,17 +35,21 @@ ALGORITHMS = (
     "grad_accumulation",
     "dim_reduce",
     "loss_scale_group",
+    "fused_batch_norm",
 )
 
-# MindSpore's presets (boost.py, `_boost_config_level`), exactly.
+# MindSpore's presets (boost.py, `_boost_config_level`), plus
+# fused_batch_norm at O1 and O2: it changes no number of the training, only
+# the kernels (measured: docs/methods/fused_batch_norm.md).
 _PRESETS = {
     "O0": dict.fromkeys(ALGORITHMS, False),
-    "O1": {**dict.fromkeys(ALGORITHMS, False), "less_bn": True, "grad_freeze": True},
+    "O1": {**dict.fromkeys(ALGORITHMS, False), "less_bn": True, "grad_freeze": True, "fused_batch_norm": True},
     "O2": {
         **dict.fromkeys(ALGORITHMS, False),
         "less_bn": True,
         "grad_freeze": True,
         "adasum": True,
+        "fused_batch_norm": True,
     },
 }
 
@@ -346,8 +353,9 @@ def resolve_config(level="O0", boost_config_dict=None):
 
 
 # DimReduce replaces the optimizer and skips the other network passes;
-# accumulation and loss scaling still act in the train step.
-_DIM_REDUCE_OK = ("dim_reduce", "grad_accumulation", "loss_scale_group")
+# accumulation and loss scaling still act in the train step, and fused
+# batch norm (the same forward math) in the model.
+_DIM_REDUCE_OK = ("dim_reduce", "grad_accumulation", "loss_scale_group", "fused_batch_norm")
 
 
 def enabled_algorithms(config):
@@ -357,7 +365,7 @@ def enabled_algorithms(config):
 
 # Algorithms that exist in this version. An enabled algorithm outside this set
 # raises NotImplementedError where it is requested, never a silent no-op.
-IMPLEMENTED = frozenset({"adasum", "dim_reduce", "grad_accumulation", "grad_freeze", "less_bn", "loss_scale_group"})
+IMPLEMENTED = frozenset(ALGORITHMS)
 
 
 def check_implemented(config):

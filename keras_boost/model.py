@@ -164,8 +164,8 @@ class BoostModel(keras.Model):
         The new model shares its layers and weights with `model` (as
         `keras.Model(model.input, model.output)` does): training it trains
         `model`'s weights. Clone first (`keras.models.clone_model`) for an
-        independent copy. When the level enables LessBN and the surgery finds
-        something to change, it runs first
+        independent copy. When the level enables LessBN or fused batch norm
+        and the surgery finds something to change, it runs first
         (`AutoBoost.network_auto_process_model`), which copies the weights
         into a new graph: `model` is then left untouched.
 
@@ -194,7 +194,8 @@ class BoostModel(keras.Model):
                 "overflow check need BoostModel's train_step."
             )
         boost = AutoBoost(boost_level, boost_config_dict)
-        if boost.config["boost"]["less_bn"] or boost.config["common"]["precision"] is not None:
+        flags = boost.config["boost"]
+        if flags["less_bn"] or flags["fused_batch_norm"] or boost.config["common"]["precision"] is not None:
             model = boost.network_auto_process_model(model)
         if boost.config["common"]["precision"] == "auto":
             # The model keeps the measured decision, so a reload needs no new

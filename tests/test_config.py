@@ -19,9 +19,12 @@ def flags(resolved):
     "level, on",
     [("O0", set()), ("O1", {"less_bn", "grad_freeze"}), ("O2", {"less_bn", "grad_freeze", "adasum"})],
 )
-def test_presets_match_mindspore(level, on):
+def test_presets_are_mindspore_plus_fused_batch_norm(level, on):
+    # MindSpore's flags, plus keras_boost's fused_batch_norm wherever a level
+    # enables anything (it changes kernels, not the training's numbers).
     resolved = cfg.resolve_config(level)
-    assert flags(resolved) == {name: name in on for name in FLAGS}
+    expected = {name: name in on for name in FLAGS} | {"fused_batch_norm": bool(on)}
+    assert flags(resolved) == expected
     assert resolved["boost"]["mode"] == "auto"
 
 
@@ -53,7 +56,8 @@ def test_auto_mode_ignores_flags_and_says_so():
 
 def test_manual_mode_overrides_given_flags_only():
     resolved = cfg.resolve_config("O1", {"boost": {"mode": "manual", "adasum": True, "less_bn": False}})
-    assert flags(resolved) == {**dict.fromkeys(FLAGS, False), "grad_freeze": True, "adasum": True}
+    assert flags(resolved) == {**dict.fromkeys(FLAGS, False), "grad_freeze": True, "adasum": True,
+                              "fused_batch_norm": True}
 
 
 def test_manual_mode_does_not_mutate_the_presets():
@@ -187,4 +191,4 @@ def test_resolution_is_idempotent_and_json_round_trips():
         warnings.simplefilter("error")
         again = boost.AutoBoost("O2", json.loads(ab.to_json()))
     assert again.config == ab.config
-    assert ab.enabled == ["less_bn", "grad_freeze", "adasum", "grad_accumulation"]
+    assert ab.enabled == ["less_bn", "grad_freeze", "adasum", "grad_accumulation", "fused_batch_norm"]

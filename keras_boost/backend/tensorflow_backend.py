@@ -1,4 +1,4 @@
-"""TensorFlow seams: GradientTape, tf.distribute collectives, MWMS fixes,
+"""TensorFlow seams: GradientTape, tf.distribute collectives, MWMS fixes, the fused batch norm,
 DimReduce's global-batch sums and worker roles."""
 
 import contextlib
@@ -275,3 +275,20 @@ def static_value(x):
     """The Python value of `x` when known without running a graph, else None."""
     value = tf.get_static_value(x)
     return None if value is None else int(value)
+
+
+def fused_batch_norm(x, gamma, beta, epsilon):
+    """Training-mode batch norm of a channels-last 4-D float32 `x` in one
+    `FusedBatchNormV3` op (and one `FusedBatchNormGradV3` backward).
+
+    Returns `(y, batch mean, biased batch variance)`: the op reports the
+    unbiased (Bessel-corrected) variance, which Keras' moving statistics do
+    not use.
+    """
+    empty = tf.constant([], tf.float32)
+    y, mean, unbiased, _, _, _ = tf.raw_ops.FusedBatchNormV3(
+        x=x, scale=gamma, offset=beta, mean=empty, variance=empty, epsilon=epsilon,
+        exponential_avg_factor=1.0, data_format="NHWC", is_training=True,
+    )
+    count = tf.cast(tf.size(x) // tf.shape(x)[-1], tf.float32)
+    return y, mean, unbiased * ((count - 1.0) / tf.maximum(count, 1.0))

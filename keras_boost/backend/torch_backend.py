@@ -1,4 +1,4 @@
-"""PyTorch seams: autograd restricted to the trained variables."""
+"""PyTorch seams: autograd restricted to the trained variables; the fused batch norm."""
 
 import torch
 from keras import ops
@@ -68,3 +68,23 @@ def global_batch_sum(tensors):
 def worker_role():
     """`(is_chief, workers)`: Keras' fit on this backend is one process."""
     return True, 1
+
+
+def fused_batch_norm(x, gamma, beta, epsilon):
+    """Training-mode batch norm of a channels-last 4-D float32 `x` in one
+    `torch.nn.functional.batch_norm` call (one kernel forward and backward).
+
+    Returns `(y, batch mean, biased batch variance)`. The statistics come
+    out of the same kernel: running buffers with momentum 1 receive the
+    batch's mean and its unbiased variance, which Keras' moving statistics
+    do not use.
+    """
+    channels = x.shape[-1]
+    mean = torch.zeros(channels, dtype=x.dtype, device=x.device)
+    unbiased = torch.ones(channels, dtype=x.dtype, device=x.device)
+    # NHWC seen as NCHW is PyTorch's channels_last layout: no copy.
+    y = torch.nn.functional.batch_norm(
+        x.permute(0, 3, 1, 2), mean, unbiased, gamma, beta, training=True, momentum=1.0, eps=epsilon
+    ).permute(0, 2, 3, 1)
+    count = x.numel() // channels
+    return y, mean, unbiased * ((count - 1) / max(count, 1))

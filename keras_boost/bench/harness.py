@@ -255,6 +255,7 @@ ALGORITHM_CONFIGS = {
     "grad_accumulation": {"boost": {"mode": "manual", "grad_accumulation": True},
                           "grad_accumulation": {"grad_accumulation_step": 2}},
     "adasum": {"boost": {"mode": "manual", "adasum": True}},
+    "fused_batch_norm": {"boost": {"mode": "manual", "fused_batch_norm": True}},
 }
 LEVEL_CONFIGS = {"O1": {"grad_freeze": {"total_steps": "auto"}}, "O2": {"grad_freeze": {"total_steps": "auto"}}}
 DEFAULT_VARIANTS = ("baseline", "baseline-short", *ALGORITHM_CONFIGS, *LEVEL_CONFIGS)

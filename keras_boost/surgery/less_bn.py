@@ -37,6 +37,7 @@ from keras_boost.validation import check_model
 from keras_boost.layers.normalized_dense import NormalizedDense
 from keras_boost.layers.normalized_dense import matched_scale
 from keras_boost.surgery import patterns as patterns_lib
+from keras_boost.surgery.rebuild import rebuild
 
 REPORT_ATTR = "less_bn_report"
 
@@ -398,94 +399,6 @@ def find_less_bn(model, patterns=None):
 _SWITCH_OFF = '{"boost": {"mode": "manual", "less_bn": false}}'
 
 
-def _not_copyable(layer, error):
-    cls = type(layer)
-    reason = " ".join(str(error).split())  # Keras' deserialization errors span lines
-    return TypeError(
-        f"LessBN cannot copy the layer {layer.name!r} ({cls.__module__}.{cls.__qualname__}): "
-        f"it cannot be re-created from its config ({type(error).__name__}: {reason}). LessBN "
-        "builds a new model from a copy of every layer, made with "
-        "`layer.__class__.from_config(layer.get_config())`. Fix: implement get_config() "
-        "returning the __init__ arguments, and accept **kwargs in __init__ (passed on to "
-        "super().__init__), so that the base arguments (name, trainable, dtype) are "
-        f"accepted; or switch LessBN off with {_SWITCH_OFF}. The input model is unchanged."
-    )
-
-
-def _copy_layer(layer, copies):
-    try:
-        new = layer.__class__.from_config(layer.get_config())
-    except Exception as error:  # user code: any error means "not copyable"
-        raise _not_copyable(layer, error) from error
-    copies.append((layer, new))
-    return new
-
-
-def _copy_weights(copies):
-    for old, copy in copies:
-        try:
-            copy.set_weights(old.get_weights())
-        except ValueError as error:  # the config did not reproduce the weights
-            raise _not_copyable(old, error) from error
-
-
-def _rebuild(model, removed_ids, head, copies):
-    """A copy of `model` without the removed BNs (and with the head swapped).
-
-    `head` is None or `(dense, new_head)`: the Dense to replace and its
-    replacement.
-    """
-
-    def clone_function(layer):
-        if id(layer) in removed_ids:
-            return layer  # never called: call_function skips it
-        if head is not None and layer is head[0]:
-            return head[1]
-        if isinstance(layer, (Functional, keras.Sequential)):
-            return _rebuild(layer, removed_ids, None, copies)
-        return _copy_layer(layer, copies)
-
-    if isinstance(model, keras.Sequential):
-        layers = [clone_function(l) for l in model.layers if id(l) not in removed_ids]
-        spec = model.inputs[0]
-        new = keras.Sequential(
-            [keras.Input(batch_shape=spec.shape, dtype=spec.dtype)] + layers, name=model.name
-        )
-        if model.compiled:
-            new.compile_from_config(model.get_compile_config())
-        return new
-
-    def call_function(layer, *args, **kwargs):
-        if id(layer) in removed_ids:
-            return args[0]
-        return layer(*args, **kwargs)
-
-    new = keras.models.clone_model(model, clone_function=clone_function, call_function=call_function)
-    return _same_class(model, new)
-
-
-_FUNCTIONAL_KEYS = {"name", "trainable", "layers", "input_layers", "output_layers"}
-
-
-def _same_class(model, new):
-    """Re-creates a Functional subclass (e.g. `BoostModel`) with its own arguments.
-
-    `clone_model` calls `cls(inputs, outputs, name=...)`, which would reset
-    the subclass's extra constructor arguments (e.g. `boost_level`) to their
-    defaults; they are read back from the original's `get_config`.
-    """
-    cls = type(model)
-    if cls is Functional or cls.get_config is Functional.get_config:
-        return new
-    extra = {k: v for k, v in model.get_config().items() if k not in _FUNCTIONAL_KEYS}
-    if not extra:
-        return new
-    rebuilt = cls(new.inputs, new.outputs, name=model.name, **extra)
-    if model.compiled:
-        rebuilt.compile_from_config(model.get_compile_config())
-    return rebuilt
-
-
 def _no_match(report):
     if not report.num_bn:
         return "it has no BatchNormalization layer"
@@ -571,9 +484,8 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
             f"Dense {head.name!r} -> NormalizedDense (kernel copied, bias dropped, initial "
             f"scale {scale:.3g} = matched_scale(kernel))"
         )
-    copies = []
-    new = _rebuild(model, set(removed), swap, copies)
-    _copy_weights(copies)
+    replacements = {} if swap is None else {id(swap[0]): swap[1]}
+    new = rebuild(model, "LessBN", removed, replacements, switch_off=_SWITCH_OFF)
     if not removed:
         notes.append("no BatchNormalization removed; only the head was replaced.")
         warnings.warn(
