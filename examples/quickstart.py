@@ -16,7 +16,9 @@ final accuracy minus 0.5 point. Times exclude the first step of each run
 each epoch; compilation of any later function (e.g. a freeze depth) counts.
 
 Level "O1" (the default) is LessBN (BatchNormalization removal, with the
-NormalizedDense head) plus gradient freezing; "O0" changes nothing in the
+NormalizedDense head) plus gradient freezing, with the remaining
+BatchNormalization layers trained by one fused kernel (TensorFlow, PyTorch;
+the same math); "O0" changes nothing in the
 math, so both runs reach the same accuracy and the times differ only by the
 overhead of boost's step. "O2" adds AdaSum, which acts only across replicas
 (a `tf.distribute` strategy); on one device `check_adasum_enable()` says so

@@ -1,18 +1,22 @@
-"""LessBN benchmark: step time with and without LessBN, and time to accuracy.
+"""LessBN and fused batch norm: step time per variant, and LessBN's time to accuracy.
 
-Two workloads, each trained as the original model ("baseline") and as
+Three workloads, each trained as the original model ("baseline") and as
 `LessBN(model, fn_flag=True)` compiled with `GradientCentralization` (what
-the less_bn part of level O1 does: "less_bn"):
+the less_bn part of level O1 does: "less_bn"); `--variants` adds "fused"
+(`boost.surgery.fuse_batch_norm(model)`: every BN trained with one fused
+kernel) and "less_bn+fused" (both: O1's model):
 
 - `residual_cnn`: the quickstart CNN on the embedded MNIST sample, batch 64;
+- `realistic`: the bench's realistic ResNet-20 (with its augmentation
+  layers) on the same sample, batch 32;
 - `resnet50`: `keras.applications.ResNet50(weights=None)` on random 64x64x3
   images, 10 classes, batch 16.
 
 Step time: each model is warmed up (compilation excluded), then each repeat
 runs one `fit` epoch of `--steps` batches per variant, timed from
 `on_epoch_begin` to `on_epoch_end`; variants are interleaved and their order
-alternates between repeats. Reported: median seconds per step, the
-per-repeat ratio less_bn/baseline (median, min, max).
+alternates between repeats. Reported: median seconds per step, and per
+variant the per-repeat ratio to the baseline (median, min, max).
 
 Time to accuracy (`--accuracy`): the quickstart CNN on MNIST, SGD(0.05,
 momentum 0.9), from the same initial weights and batch order, evaluated on
@@ -26,6 +30,8 @@ Example:
 ```shell
 KERAS_BACKEND=tensorflow python -m keras_boost.bench.less_bn --output less_bn_tf.json
 KERAS_BACKEND=jax python -m keras_boost.bench.less_bn --quick
+python -m keras_boost.bench.less_bn --workloads realistic,resnet50 \
+    --variants baseline,less_bn,fused,less_bn+fused --output fused_tf.json
 ```
 """
 
@@ -40,12 +46,14 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.bench.harness import realistic_workload
 from keras_boost.bench.overhead import environment
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
 SEED = 1234
-VARIANTS = ("baseline", "less_bn")
+VARIANTS = ("baseline", "less_bn", "fused", "less_bn+fused")
+DEFAULT_VARIANTS = "baseline,less_bn"
 # The accuracy run also trains LessBN without the NormalizedDense head, to
 # separate the BN removal from the head.
 ACCURACY_VARIANTS = ("baseline", "less_bn", "less_bn_no_fn")
@@ -55,6 +63,8 @@ def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--workloads", default="residual_cnn,resnet50",
                         help="comma-separated; empty: no step-time run")
+    parser.add_argument("--variants", default=DEFAULT_VARIANTS,
+                        help=f"comma-separated step-time variants, baseline first; of {', '.join(VARIANTS)}")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--accuracy", action="store_true", help="also run time to accuracy")
@@ -62,7 +72,12 @@ def parse_args(argv=None):
     parser.add_argument("--target", type=float, default=0.93, help="target test accuracy")
     parser.add_argument("--quick", action="store_true", help="few steps, 2 repeats")
     parser.add_argument("--output", default=None, help="write the results as JSON here")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    args.variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
+    unknown = [v for v in args.variants if v not in VARIANTS]
+    if unknown or not args.variants or args.variants[0] != "baseline":
+        parser.error(f"--variants must start with baseline and name only {list(VARIANTS)}, got {args.variants}")
+    return args
 
 
 class EpochTimer(keras.callbacks.Callback):
@@ -79,6 +94,9 @@ def build_workload(name):
     if name == "residual_cnn":
         (x, y), _ = mnist_data()
         return residual_cnn(seed=SEED), x, y, 64
+    if name == "realistic":
+        (x, y), _ = mnist_data()
+        return realistic_workload().build(SEED), x, y, 32
     if name == "resnet50":
         model = keras.applications.ResNet50(weights=None, input_shape=(64, 64, 3), classes=10,
                                             classifier_activation=None)
@@ -86,15 +104,17 @@ def build_workload(name):
         x = rng.random((16 * 8, 64, 64, 3), dtype=np.float32)
         y = rng.integers(0, 10, len(x)).astype("int32")
         return model, x, y, 16
-    raise ValueError(f"Unknown workload {name!r}; valid: 'residual_cnn', 'resnet50'.")
+    raise ValueError(f"Unknown workload {name!r}; valid: 'residual_cnn', 'realistic', 'resnet50'.")
 
 
 def variant(model, name, lr=0.05):
     """The model and optimizer of one variant, compiled."""
     optimizer = keras.optimizers.SGD(lr, momentum=0.9)
-    if name in ("less_bn", "less_bn_no_fn"):
-        model = boost.LessBN(model, fn_flag=name == "less_bn")
+    if name in ("less_bn", "less_bn_no_fn", "less_bn+fused"):
+        model = boost.LessBN(model, fn_flag=name != "less_bn_no_fn")
         optimizer = boost.GradientCentralization(optimizer)
+    if name in ("fused", "less_bn+fused"):
+        model = boost.surgery.fuse_batch_norm(model)
     model.compile(optimizer=optimizer, metrics=["accuracy"],
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     return model
@@ -106,16 +126,16 @@ def _take(x, y, steps, batch_size, offset=0):
     return x[idx], y[idx]
 
 
-def step_times(workload, steps, repeats):
+def step_times(workload, steps, repeats, variants=("baseline", "less_bn")):
     base, x, y, batch_size = build_workload(workload)
-    models = {v: variant(base, v) for v in VARIANTS}
-    removed = models["less_bn"].less_bn_report.num_removed
+    models = {v: variant(base, v) for v in variants}
+    report = boost.surgery.find_less_bn(base)
     for model in models.values():  # warm-up: compilation excluded
         wx, wy = _take(x, y, 3, batch_size)
         model.fit(wx, wy, batch_size=batch_size, epochs=1, shuffle=False, verbose=0)
-    per_step = {v: [] for v in VARIANTS}
+    per_step = {v: [] for v in variants}
     for r in range(repeats):
-        order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
+        order = variants if r % 2 == 0 else variants[::-1]
         for v in order:
             rx, ry = _take(x, y, steps, batch_size, offset=r * steps * batch_size)
             timer = EpochTimer()
@@ -123,19 +143,19 @@ def step_times(workload, steps, repeats):
             models[v].fit(rx, ry, batch_size=batch_size, epochs=1, shuffle=False, verbose=0,
                           callbacks=[timer])
             per_step[v].append(timer.seconds / steps)
-    ratios = [a / b for a, b in zip(per_step["less_bn"], per_step["baseline"])]
+    ratios = {v: [a / b for a, b in zip(per_step[v], per_step["baseline"])] for v in variants[1:]}
     return {
         "workload": workload,
         "batch_size": batch_size,
         "steps": steps,
         "repeats": repeats,
-        "bn_removed": removed,
-        "bn_total": models["less_bn"].less_bn_report.num_bn,
+        "bn_removed": report.num_removed,
+        "bn_total": report.num_bn,
         "seconds_per_step": per_step,
         "median_seconds_per_step": {v: statistics.median(t) for v, t in per_step.items()},
-        "ratio_median": statistics.median(ratios),
-        "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
+        # Per variant: the median, min and max of its per-repeat ratios to the baseline.
+        "ratio_to_baseline": {v: {"median": statistics.median(r), "min": min(r), "max": max(r)}
+                              for v, r in ratios.items()},
     }
 
 
@@ -180,14 +200,16 @@ def main(argv=None):
     warnings.filterwarnings("ignore", category=UserWarning)
     out = {"environment": environment(), "step_time": []}
     for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
-        result = step_times(workload, args.steps, args.repeats)
+        result = step_times(workload, args.steps, args.repeats, args.variants)
         out["step_time"].append(result)
         med = result["median_seconds_per_step"]
+        ratios = "; ".join(
+            f"{v} {med[v]:.4f} s, x{r['median']:.3f} [{r['min']:.3f}, {r['max']:.3f}]"
+            for v, r in result["ratio_to_baseline"].items()
+        )
         print(
-            f"{workload}: BN removed {result['bn_removed']}/{result['bn_total']}; "
-            f"s/step baseline {med['baseline']:.4f}, less_bn {med['less_bn']:.4f}; "
-            f"ratio median {result['ratio_median']:.3f} "
-            f"[{result['ratio_min']:.3f}, {result['ratio_max']:.3f}] over {args.repeats} repeats",
+            f"{workload}: BN removed by LessBN {result['bn_removed']}/{result['bn_total']}; "
+            f"s/step baseline {med['baseline']:.4f}; {ratios} (over {args.repeats} repeats)",
             flush=True,
         )
     if args.accuracy:
