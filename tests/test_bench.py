@@ -256,6 +256,21 @@ def test_summary_medians_spreads_thresholds_and_verdicts():
     assert rows["adasum"]["skipped"].startswith("not implemented")
 
 
+def test_paired_ratios_per_seed_against_the_same_seeds_baseline():
+    rows = {r["variant"]: r for r in report.paired(_hand_result())}
+    assert "baseline" not in rows and "adasum" not in rows  # skipped runs have nothing to pair
+    o1 = rows["O1"]
+    assert o1["seeds"] == [0, 1, 2]
+    assert o1["time_ratio"] == pytest.approx([30 / 40, 31 / 48, 29 / 44])
+    # Threshold 0.980: O1 at 20, 31 and never; the baseline at 40, 48, 44 s.
+    assert o1["threshold_time_ratio"][:2] == pytest.approx([20 / 40, 31 / 48])
+    assert o1["threshold_time_ratio"][2] is None
+    assert o1["threshold_time_ratio_spread"] == {"median": pytest.approx(31 / 48), "min": 0.5, "max": math.inf}
+    assert o1["accuracy_difference"] == pytest.approx([0.3, -0.4, -1.5])
+    table = report.markdown_table(_hand_result())
+    assert "| O1 | float32 | 3 | 0.66 [0.65, 0.75] | 0.65 [0.5, not reached] | -0.4 [-1.5, 0.3] |" in table
+
+
 def test_summary_threshold_never_reached_by_most_seeds():
     result = _hand_result()
     for run in result["runs"]:

@@ -202,6 +202,53 @@ def summarize(result, accuracy_drop=ACCURACY_DROP):
     return rows
 
 
+def paired(result, accuracy_drop=ACCURACY_DROP):
+    """Each variant against the baseline of the same seed and precision.
+
+    A seed gives every variant the same initial weights, augmentations and
+    batch order, so per-seed ratios cancel what the seeds share; their
+    spread shows what medians of separate columns hide.
+
+    Returns:
+        A list of dicts, one per (variant, precision) other than the
+        baselines' own with at least one seed in common with its
+        `baseline`: `variant`, `precision`, `seeds`, and per seed (ordered
+        by seed) `time_ratio` (training time over the baseline's),
+        `threshold_time_ratio` (time to the threshold of `summarize` over
+        the baseline's; None when either never reached it) and
+        `accuracy_difference` (final accuracy minus the baseline's, in
+        points), each also as a `spread` under the name plus `_spread`.
+
+    Example:
+
+    ```python
+    row = next(r for r in paired(result) if r["variant"] == "O1")
+    row["time_ratio_spread"]["median"], row["accuracy_difference"]
+    ```
+    """
+    thresholds = {r["precision"]: r.get("threshold") for r in summarize(result, accuracy_drop)
+                  if r["variant"] == "baseline"}
+    runs = {(r["variant"], r["precision"], r["seed"]): r for r in result["runs"] if "skipped" not in r}
+    rows = {}
+    for (variant, precision, seed), run in sorted(runs.items(), key=lambda item: item[0][2]):
+        base = runs.get(("baseline", precision, seed))
+        if variant == "baseline" or base is None:
+            continue
+        row = rows.setdefault((variant, precision), {
+            "variant": variant, "precision": precision, "seeds": [],
+            "time_ratio": [], "threshold_time_ratio": [], "accuracy_difference": []})
+        threshold = thresholds.get(precision)
+        reached = [time_to_accuracy(r["curve"], threshold) if threshold is not None else None for r in (run, base)]
+        row["seeds"].append(seed)
+        row["time_ratio"].append(run["train_seconds"] / base["train_seconds"])
+        row["threshold_time_ratio"].append(None if None in reached else reached[0] / reached[1])
+        row["accuracy_difference"].append(100.0 * (run["final_accuracy"] - base["final_accuracy"]))
+    for row in rows.values():
+        for key in ("time_ratio", "threshold_time_ratio", "accuracy_difference"):
+            row[key + "_spread"] = spread(row[key])
+    return list(rows.values())
+
+
 def _number(value, digits):
     if value is None:
         return "n/a"
@@ -279,6 +326,24 @@ def markdown_table(result, accuracy_drop=ACCURACY_DROP):
             f"{row.get('threshold_reached', 'n/a')} | "
             f"{_format_ratio(row.get('time_to_threshold_vs_baseline'))} | {verdict} |"
         )
+    pairs = paired(result, accuracy_drop)
+    if pairs:
+        lines += [
+            "",
+            "Paired with the baseline of the same seed (same initial weights, augmentations and batch "
+            "order): median [min, max] over the seeds both ran.",
+            "",
+            f"| variant | precision | seeds | train time × baseline | time to base -{accuracy_drop * 100:g}pt "
+            "× baseline's | final acc. − baseline (points) |",
+            "|---|---|---|---|---|---|",
+        ]
+        for row in pairs:
+            lines.append(
+                f"| {row['variant']} | {row['precision']} | {len(row['seeds'])} | "
+                f"{_format_spread(row['time_ratio_spread'], 2)} | "
+                f"{_format_spread(row['threshold_time_ratio_spread'], 2)} | "
+                f"{_format_spread(row['accuracy_difference_spread'], 2)} |"
+            )
     return "\n".join(lines) + "\n"
 
 
