@@ -168,6 +168,15 @@ def test_nothing_to_fuse_warns_and_returns_the_model():
     model = keras.Model(inputs, keras.layers.Dense(2)(inputs))
     with pytest.warns(boost.NoEffectWarning, match="no keras.layers.BatchNormalization"):
         assert boost.surgery.fuse_batch_norm(model) is model
+    # BNs that no fused kernel trains: on a Dense output, channels first, with renorm.
+    image = keras.Input((6, 6, 3))
+    dense_bn = keras.layers.BatchNormalization()(keras.layers.Dense(4)(inputs))
+    outputs = [dense_bn, keras.layers.BatchNormalization(axis=1)(image),
+               keras.layers.BatchNormalization(renorm=True)(image)]
+    model = keras.Model([inputs, image], outputs)
+    assert boost.surgery.count_batch_norms(model) == 0
+    with pytest.warns(boost.NoEffectWarning, match="4-D channels-last"):
+        assert boost.surgery.fuse_batch_norm(model) is model
 
 
 @pytest.mark.skipif(FUSED_BACKEND, reason="the JAX backend's case")

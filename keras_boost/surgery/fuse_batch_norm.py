@@ -12,29 +12,40 @@ from keras_boost.validation import check_rebuildable
 _SWITCH_OFF = '{"boost": {"mode": "manual", "fused_batch_norm": false}}'
 
 
-def _is_plain_batch_norm(layer):
-    # Exactly Keras' class: a subclass may have a call() of its own.
-    return type(layer) is keras.layers.BatchNormalization
+def _is_fusable(layer):
+    """Exactly Keras' class (a subclass may have a call() of its own), on
+    4-D channels-last inputs, without the options the kernel lacks."""
+    spec = getattr(layer, "input_spec", None)
+    return (
+        type(layer) is keras.layers.BatchNormalization
+        and getattr(spec, "ndim", None) == 4
+        and layer.axis in (-1, 3)
+        and not layer.renorm
+        and not layer.synchronized
+    )
 
 
 def count_batch_norms(model):
-    """The number of plain `keras.layers.BatchNormalization` layers in `model`
-    (nested sub-models included): what `fuse_batch_norm` swaps."""
-    return sum(1 for layer in model._flatten_layers(include_self=False) if _is_plain_batch_norm(layer))
+    """The number of `keras.layers.BatchNormalization` layers in `model`
+    (nested sub-models included) that a fused kernel can train (4-D
+    channels-last inputs, no `renorm`, not `synchronized`): what
+    `fuse_batch_norm` swaps."""
+    return sum(1 for layer in model._flatten_layers(include_self=False) if _is_fusable(layer))
 
 
 def fuse_batch_norm(model):
     """Returns a copy of `model` whose BatchNormalization layers are fused.
 
     Every `keras.layers.BatchNormalization` (exactly that class; nested
-    sub-models included) becomes a `keras_boost.layers.FusedBatchNormalization`
+    sub-models included) on 4-D channels-last inputs, without `renorm` or
+    `synchronized`, becomes a `keras_boost.layers.FusedBatchNormalization`
     with the same config and weights: the same math, trained with one fused
     kernel instead of Keras' separate ops (see that layer). Every other layer
     is copied with its weights (`keras_boost.surgery.rebuild`): the input
     model is never changed.
 
-    Nothing to do (no BatchNormalization, or the JAX backend, where XLA
-    already fuses Keras' ops) gives a `keras_boost.NoEffectWarning` and
+    Nothing to do (no such BatchNormalization, or the JAX backend, where
+    XLA already fuses Keras' ops) gives a `keras_boost.NoEffectWarning` and
     returns `model` itself.
 
     Args:
@@ -61,7 +72,8 @@ def fuse_batch_norm(model):
     found = count_batch_norms(model)
     reason = None
     if not found:
-        reason = "it has no keras.layers.BatchNormalization layer"
+        reason = ("it has no keras.layers.BatchNormalization layer on 4-D channels-last inputs "
+                  "(without renorm or synchronized) that a fused kernel could train")
     elif not FusedBatchNormalization.fused_kernel_available():
         reason = (f"the {keras.backend.backend()} backend has no fused kernel to swap in "
                   "(XLA already fuses Keras' batch-norm ops on JAX)")
@@ -74,7 +86,7 @@ def fuse_batch_norm(model):
         return model
 
     def convert(layer):
-        if _is_plain_batch_norm(layer):
+        if _is_fusable(layer):
             return FusedBatchNormalization.from_config(layer.get_config())
         return None
 
