@@ -19,8 +19,6 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
 from keras_boost.precision import resolve_precision
-from keras_boost.layers.fused_batch_norm import FusedBatchNormalization
-from keras_boost.surgery.fuse_batch_norm import count_batch_norms
 from keras_boost.surgery.fuse_batch_norm import fuse_batch_norm
 from keras_boost.surgery.less_bn import REPORT_ATTR
 from keras_boost.surgery.less_bn import LessBN
@@ -153,10 +151,6 @@ class AutoBoost:
                 stacklevel=4,
             )
             return model
-        if not count_batch_norms(model) and any(
-            isinstance(layer, FusedBatchNormalization) for layer in model._flatten_layers(include_self=False)
-        ):
-            return model  # already fused
         report = getattr(model, REPORT_ATTR, None)
         model = fuse_batch_norm(model)
         if report is not None:

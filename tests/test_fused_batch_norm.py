@@ -134,6 +134,9 @@ def test_fuse_batch_norm_copies_and_trains_like_the_original(nested):
     fused_layers = [l for l in fused._flatten_layers(include_self=False) if isinstance(l, FusedBatchNormalization)]
     assert len(fused_layers) == count
     assert not set(map(id, fused._flatten_layers())) & set(map(id, model._flatten_layers()))  # a copy
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert boost.surgery.fuse_batch_norm(fused) is fused  # already fused: silent
     rng = np.random.default_rng(0)
     x = rng.normal(size=(32, 8, 8, 1)).astype("float32")
     y = rng.integers(0, 3, size=32)

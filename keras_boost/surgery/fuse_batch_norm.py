@@ -44,9 +44,9 @@ def fuse_batch_norm(model):
     is copied with its weights (`keras_boost.surgery.rebuild`): the input
     model is never changed.
 
-    Nothing to do (no such BatchNormalization, or the JAX backend, where
-    XLA already fuses Keras' ops) gives a `keras_boost.NoEffectWarning` and
-    returns `model` itself.
+    A model already fused is returned as is. Nothing to do (no such
+    BatchNormalization, or the JAX backend, where XLA already fuses Keras'
+    ops) gives a `keras_boost.NoEffectWarning` and returns `model` itself.
 
     Args:
         model: a built Functional or Sequential `keras.Model`.
@@ -70,6 +70,9 @@ def fuse_batch_norm(model):
     """
     check_rebuildable(model, "fuse_batch_norm", "Use boost.layers.FusedBatchNormalization in its layers instead.")
     found = count_batch_norms(model)
+    layers = model._flatten_layers(include_self=False)
+    if not found and any(isinstance(layer, FusedBatchNormalization) for layer in layers):
+        return model  # already fused: nothing left to do, and nothing missed
     reason = None
     if not found:
         reason = ("it has no keras.layers.BatchNormalization layer on 4-D channels-last inputs "
