@@ -45,15 +45,19 @@ class FusedBatchNormalization(keras.layers.BatchNormalization):
         """Whether this backend has a fused kernel (TensorFlow, PyTorch)."""
         return hasattr(kb_backend.current(), "fused_batch_norm")
 
+    @staticmethod
+    def kernel_fits(layer, ndim):
+        """Whether the fused kernel can train the BatchNormalization `layer`
+        on `ndim`-D inputs: 4-D, channels last, without `renorm` or
+        `synchronized` (the kernels have neither)."""
+        return ndim == 4 and layer.axis in (-1, 3) and not layer.renorm and not layer.synchronized
+
     def _fused_applies(self, inputs, training, mask):
         return (
             training
             and self.trainable
             and mask is None
-            and not self.renorm
-            and not self.synchronized
-            and len(inputs.shape) == 4
-            and self.axis in (-1, 3)
+            and self.kernel_fits(self, len(inputs.shape))
             and self.fused_kernel_available()
         )
 

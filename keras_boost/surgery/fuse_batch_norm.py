@@ -15,14 +15,8 @@ _SWITCH_OFF = '{"boost": {"mode": "manual", "fused_batch_norm": false}}'
 def _is_fusable(layer):
     """Exactly Keras' class (a subclass may have a call() of its own), on
     4-D channels-last inputs, without the options the kernel lacks."""
-    spec = getattr(layer, "input_spec", None)
-    return (
-        type(layer) is keras.layers.BatchNormalization
-        and getattr(spec, "ndim", None) == 4
-        and layer.axis in (-1, 3)
-        and not layer.renorm
-        and not layer.synchronized
-    )
+    ndim = getattr(getattr(layer, "input_spec", None), "ndim", None)  # set by build
+    return type(layer) is keras.layers.BatchNormalization and FusedBatchNormalization.kernel_fits(layer, ndim)
 
 
 def count_batch_norms(model):
