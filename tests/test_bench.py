@@ -198,6 +198,26 @@ def _hand_result():
     }
 
 
+def test_training_dataset_is_one_seeded_pipeline_reshuffled_every_pass():
+    x = np.arange(10, dtype="float32")[:, None]
+    y = np.arange(10, dtype="int32")
+    dataset, steps = harness.training_dataset(x, y, batch_size=4, seed=3)
+    assert steps == 3  # 4 + 4 + a partial batch of 2
+
+    def passes(dataset, n):
+        batches = [b.numpy().tolist() for _, b in dataset.take(n * steps)]
+        return [sum(batches[i * steps:(i + 1) * steps], []) for i in range(n)]
+
+    first, second = passes(dataset, 2)
+    assert sorted(first) == sorted(second) == list(range(10))  # every pass is one epoch
+    assert first != second                                     # reshuffled each pass
+    assert [(xb.numpy()[:, 0] == yb.numpy()).all() for xb, yb in dataset.take(steps)] == [True] * 3
+    again, _ = harness.training_dataset(x, y, batch_size=4, seed=3)
+    assert passes(again, 2) == [first, second]                 # the same order for every variant
+    other, _ = harness.training_dataset(x, y, batch_size=4, seed=4)
+    assert passes(other, 1)[0] != first
+
+
 def test_time_to_accuracy_is_the_first_epoch_reaching_it():
     curve = [[10.0, 0.90], [20.0, 0.95], [30.0, 0.94], [40.0, 0.96]]
     assert harness.time_to_accuracy(curve, 0.95) == 20.0  # first crossing, not interpolated

@@ -384,6 +384,46 @@ def time_to_accuracy(curve, accuracy):
     return next((float(t) for t, a in curve if a >= accuracy - 1e-9), None)
 
 
+def training_dataset(x, y, batch_size, seed):
+    """The training input of every timed run: one pipeline for the whole run.
+
+    `fit(x, y)` on NumPy arrays builds a new `tf.data` iterator every epoch.
+    On the 2-vCPU benchmark VM, about one epoch in three then trained on
+    one core only (process CPU 0.95 cores instead of 1.75, the same CPU
+    seconds), about 82 ms per step whatever the model: plain and O1 epochs
+    both took 10.2-10.4 s where they otherwise take 8.1 s and 5.5 s
+    (realistic workload, TensorFlow, 2026-12-02). A fresh iterator per
+    epoch without AUTOTUNE stalled too; one iterator kept across epochs
+    (a repeated dataset with `steps_per_epoch`) never did in 23 epochs.
+    Such stalls hide any speed-up and add noise, so every variant trains
+    from this one repeated pipeline.
+
+    Each pass reshuffles with a seeded order: all variants of a seed see
+    the same batches in the same order.
+
+    Returns:
+        `(dataset, steps_per_epoch)`, to pass as `fit(dataset,
+        steps_per_epoch=steps_per_epoch, ...)`.
+
+    Example:
+
+    ```python
+    dataset, steps = training_dataset(x, y, batch_size=32, seed=0)
+    model.fit(dataset, steps_per_epoch=steps, epochs=16)
+    ```
+    """
+    import tensorflow as tf
+
+    dataset = (
+        tf.data.Dataset.from_tensor_slices((x, y))
+        .shuffle(len(x), seed=seed, reshuffle_each_iteration=True)
+        .batch(batch_size)
+        .repeat()
+        .prefetch(1)
+    )
+    return dataset, math.ceil(len(x) / batch_size)
+
+
 def _milliseconds(seconds):
     return None if seconds is None else 1e3 * seconds
 
@@ -418,9 +458,11 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                                   "python -m keras_boost.bench.adasum measures it on N replicas")
         model.compile(optimizer=optimizer, loss=LOSS)
         clock = AccuracyClock(x_test, y_test)
-        keras.utils.set_random_seed(seed)  # same shuffling for every variant
+        keras.utils.set_random_seed(seed)
+        dataset, _ = training_dataset(x, y, workload.batch_size, seed)  # same batches for every variant
         start = time.perf_counter()
-        model.fit(x, y, batch_size=workload.batch_size, epochs=epochs, verbose=0, callbacks=[clock])
+        model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=epochs, shuffle=False, verbose=0,
+                  callbacks=[clock])
         fit_seconds = time.perf_counter() - start
     finally:
         keras.config.set_dtype_policy(previous_policy)
