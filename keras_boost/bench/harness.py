@@ -388,15 +388,17 @@ def training_dataset(x, y, batch_size, seed):
     """The training input of every timed run: one pipeline for the whole run.
 
     `fit(x, y)` on NumPy arrays builds a new `tf.data` iterator every epoch.
-    On the 2-vCPU benchmark VM, about one epoch in three then trained on
-    one core only (process CPU 0.95 cores instead of 1.75, the same CPU
-    seconds), about 82 ms per step whatever the model: plain and O1 epochs
-    both took 10.2-10.4 s where they otherwise take 8.1 s and 5.5 s
-    (realistic workload, TensorFlow, 2026-12-02). A fresh iterator per
-    epoch without AUTOTUNE stalled too; one iterator kept across epochs
-    (a repeated dataset with `steps_per_epoch`) never did in 23 epochs.
-    Such stalls hide any speed-up and add noise, so every variant trains
-    from this one repeated pipeline.
+    On the 2-vCPU benchmark VM (TensorFlow, realistic workload,
+    2026-12-02) some epochs then trained on one core only (process CPU
+    0.95 cores instead of 1.75, the same CPU seconds), at about 82 ms per
+    step whatever the model: plain and O1 epochs both took 10.2-10.4 s
+    where they otherwise take 8.1 s and 5.5 s. 102 of the 387 epochs of
+    the 6-seed O1 run ran at 1.3x or more of their run's fastest epoch. A
+    fresh iterator per epoch without AUTOTUNE stalled too. With one
+    iterator for the whole run (a repeated dataset and `steps_per_epoch`)
+    none of the 336 epochs of the next 8-seed run took 1.3x its run's
+    median. Such stalls hide speed-ups and add noise, so every variant
+    trains from this one pipeline.
 
     Each pass reshuffles with a seeded order: all variants of a seed see
     the same batches in the same order.
