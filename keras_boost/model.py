@@ -470,6 +470,7 @@ class BoostModel(keras.Model):
         planner = DepthPlanner(
             [freeze.trained_indices(d) for d in range(freeze.group_count)],
             adaptive=bool(spec and spec["adaptive_depths"]),
+            min_run_saving=spec["min_run_saving"] if spec else 0.0,
         )
         self.freeze_planner = planner
 
@@ -485,7 +486,18 @@ class BoostModel(keras.Model):
             start = time.perf_counter()
             result = compiled[depth](*args)
             keras.ops.convert_to_numpy(keras.tree.flatten(result)[0])  # wait for it
+            was_on = planner.off_reason is None
             planner.record(depth, time.perf_counter() - start)
+            if was_on and planner.off_reason is not None:
+                warnings.warn(
+                    f"Gradient freezing is switched off for the rest of this run: "
+                    f"{planner.off_reason}. Freezing trades accuracy for time, and this "
+                    "is too little time for it; every step now trains all variables. "
+                    "Set grad_freeze.min_run_saving to 0 to freeze whenever a depth "
+                    "repays its trace, or give param_groups to run MindSpore's schedule as is.",
+                    NoEffectWarning,
+                    stacklevel=2,
+                )
             return result
 
         self.train_function = train_function

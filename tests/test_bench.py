@@ -66,9 +66,11 @@ def test_runs_record_what_they_measured(tiny_result):
     # One replica: AdaSum runs, as the identity, and the record says so.
     assert "skipped" not in runs["adasum"] and "identity" in runs["adasum"]["note"]
     depths = runs["grad_freeze"]["freeze_depths"]
-    assert set(depths) == {"traced", "dropped", "declined", "step_ms", "trace_s"}
+    assert set(depths) == {"traced", "dropped", "declined", "step_ms", "trace_s", "switched_off"}
     assert set(depths["step_ms"]) == set(depths["trace_s"]) == {str(d) for d in depths["traced"]}
     assert depths["step_ms"]["0"] > 0  # depth 0 runs first and is timed
+    # 16 steps cannot make freezing worth it (planner rule 6), and the record says why.
+    assert "below min_run_saving=0.05" in depths["switched_off"]
     assert "freeze_depths" not in runs["baseline"]
     assert result["burn_in"] is True and result["version"] == harness.RESULT_VERSION
 

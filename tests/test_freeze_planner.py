@@ -1,12 +1,17 @@
 """The freeze depth planner: its rule on fake timings, and its use in BoostModel."""
 
+import itertools
+import warnings
+
 import keras
+import numpy as np
 import pytest
 
 import keras_boost as boost
 from conftest import regression_data
 from keras_boost.freeze_planner import DepthPlanner
 from keras_boost.freeze_planner import TIMED_CALLS
+from keras_boost.freeze_planner import best_plan_saving
 
 SUFFIXES = [[0, 1, 2, 3], [1, 2, 3], [2, 3], [3]]
 
@@ -53,9 +58,9 @@ def test_long_run_traces_depths_that_repay_their_trace():
     planner = DepthPlanner(SUFFIXES, adaptive=True)
     planner.set_schedule([0, 1, 0, 2, 0, 3], total_steps=100_000)
     ran = run(planner, 60, {0: 0.02, 1: 0.015, 2: 0.012, 3: 0.01})
-    # Depth 0 runs first (it measures t0 and the trace cost), then the
+    # Depth 0 runs first until timed (t0 and the trace cost), then the
     # frozen depths run as scheduled.
-    assert ran[:2] == [0, 0]
+    assert ran[:1 + TIMED_CALLS] == [0] * (1 + TIMED_CALLS)
     assert ran[-6:] == [0, 1, 0, 2, 0, 3]
     assert sorted(planner.traced) == [0, 1, 2, 3]
     assert planner.step_time(3) == pytest.approx(0.01)
@@ -103,6 +108,99 @@ def test_unknown_length_counts_as_long():
     assert "depth 3 traced" in planner.summary()
 
 
+# --- rule 6: is freezing worth its accuracy cost? ------------------------------
+
+
+def brute_force_plan_saving(uses, saving, kept, candidates, cost):
+    """Every subset of the candidates, each request run as rule 5 says."""
+    best = -np.inf
+    for size in range(len(candidates) + 1):
+        for extra in itertools.combinations(sorted(candidates), size):
+            plan = {0} | set(kept) | set(extra)
+            seconds = sum(n * (saving[max(e for e in plan if e <= d)] if max(e for e in plan if e <= d) else 0.0)
+                          for d, n in uses.items())
+            best = max(best, seconds - cost * size)
+    return best
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_best_plan_saving_is_the_best_subset(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 8))
+    uses = {d: float(rng.integers(0, 200)) for d in range(n)}
+    saving = {d: float(rng.uniform(-0.002, 0.02)) for d in range(1, n)}
+    kept = {d for d in range(1, n) if rng.random() < 0.2}
+    candidates = {d for d in range(1, n) if d not in kept and rng.random() < 0.8}
+    cost = float(rng.uniform(0.0, 2.0))
+    seconds, plan = best_plan_saving(uses, saving, kept, candidates, cost)
+    assert seconds == pytest.approx(brute_force_plan_saving(uses, saving, kept, candidates, cost))
+    assert plan[0] == 0 and kept <= set(plan) <= {0} | kept | candidates
+
+
+def test_best_plan_saving_example():
+    assert best_plan_saving({0: 70, 1: 20, 2: 10}, {1: 0.01, 2: 0.02}, set(), {1, 2}, 0.35) == (0.0, [0])
+    seconds, plan = best_plan_saving({0: 70, 1: 20, 2: 10}, {1: 0.01, 2: 0.02}, set(), {1, 2}, 0.15)
+    assert plan == [0, 1] and seconds == pytest.approx(30 * 0.01 - 0.15)  # [0, 1, 2]: 0.1
+
+
+def test_freezing_that_saves_too_little_is_switched_off():
+    # 2,000 steps of 20 ms, half of them depth 3 saving 0.6 ms at best (prior
+    # 0.6 * 20 ms * 3/3 = 12 ms is optimistic): with a 2 s trace the best plan
+    # saves (1,000 * 12 ms - 2 s) / 40 s = 25%, so depth 3 is traced; once
+    # measured, the rest saves ~1,000 * 0.6 ms / 40 s = 1.5% < 5%: switched off.
+    planner = DepthPlanner(SUFFIXES, adaptive=True, min_run_saving=0.05)
+    planner.set_schedule([0, 3], total_steps=2000)
+    ran = run(planner, 2000, {0: 0.02, 1: 0.02, 2: 0.02, 3: 0.0194})
+    assert planner.traced == [0, 3] and planner.dropped == set()  # 3% saved: kept by rule 4
+    # Depth 3 ran only for its timed calls; everything after them is depth 0.
+    assert ran.count(3) == 1 + TIMED_CALLS
+    assert set(ran[max(i for i, d in enumerate(ran) if d == 3) + 1:]) == {0}
+    assert "below min_run_saving=0.05" in planner.off_reason
+    assert "switched off" in planner.summary()
+
+
+def test_a_short_run_switches_freezing_off_before_any_frozen_step():
+    # The planner sees on depth 0's measurement that no plan repays a trace.
+    planner = DepthPlanner(SUFFIXES, adaptive=True, min_run_saving=0.05)
+    planner.set_schedule([0, 1, 0, 2, 0, 3], total_steps=300)
+    assert set(run(planner, 300, {0: 0.02, 1: 0.015, 2: 0.012, 3: 0.01})) == {0}
+    fraction, plan = planner.expected_run_saving(1 + TIMED_CALLS)
+    assert plan == [0] and fraction == 0.0
+    assert planner.off_reason is not None
+
+
+def test_freezing_that_saves_enough_is_kept():
+    planner = DepthPlanner(SUFFIXES, adaptive=True, min_run_saving=0.05)
+    planner.set_schedule([0, 1, 0, 2, 0, 3], total_steps=100_000)
+    ran = run(planner, 600, {0: 0.02, 1: 0.015, 2: 0.012, 3: 0.01})
+    assert planner.off_reason is None and ran[-6:] == [0, 1, 0, 2, 0, 3]
+    # Measured: (1/6) * (25% + 40% + 50%) of the full-step time, traces paid.
+    fraction, plan = planner.expected_run_saving(600)
+    assert plan == [0, 1, 2, 3] and fraction == pytest.approx((0.25 + 0.4 + 0.5) / 6, rel=1e-3)
+
+
+def test_unknown_length_judges_the_per_step_saving():
+    planner = DepthPlanner(SUFFIXES, adaptive=True, min_run_saving=0.2)
+    planner.set_schedule([0, 0, 3], total_steps=None)
+    run(planner, 30, {0: 0.02, 1: 0.015, 2: 0.012, 3: 0.01})
+    # Depth 3 saves half a step on a third of the steps: 1/6 < 0.2.
+    assert planner.expected_run_saving(30) == (pytest.approx(1 / 6), [0, 3])
+    assert planner.off_reason is not None
+
+
+def test_rule_6_is_not_applied_to_mindspore_schedules():
+    planner = DepthPlanner(SUFFIXES, adaptive=False, min_run_saving=0.5)
+    planner.set_schedule([0, 3], total_steps=300)
+    assert run(planner, 6, {d: 0.02 for d in range(4)}) == [0, 3] * 3
+    assert planner.off_reason is None
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.0])
+def test_min_run_saving_out_of_range(value):
+    with pytest.raises(ValueError, match=r"min_run_saving must be in \[0, 1\)"):
+        DepthPlanner(SUFFIXES, min_run_saving=value)
+
+
 # --- in BoostModel --------------------------------------------------------------
 
 
@@ -122,7 +220,8 @@ def test_boost_model_traces_a_depth_only_on_first_use(monkeypatch, adaptive):
                     "the rule itself is tested on fake timings above")
     config = {"boost": {"mode": "manual", "less_bn": False},
               "grad_freeze": {"param_groups": 5, "freeze_type": 0, "freeze_p": 0.5,
-                              "total_steps": 300, "adaptive_depths": adaptive}}
+                              "total_steps": 300, "adaptive_depths": adaptive,
+                              "min_run_saving": 0.0}}  # rule 3 alone (rule 6: below)
     model = boost.BoostModel(*deep_graph(), boost_level="O1", boost_config_dict=config)
     model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
     traces = {}
@@ -182,3 +281,36 @@ def test_coarse_depths_are_traced_when_they_serve_deeper_requests():
     # variables trained than the schedule asked for.
     for requested in range(n):
         assert planner.choose(10_000 + requested, requested) <= requested
+
+
+@pytest.mark.parametrize("min_run_saving", [0.0, 0.99])
+def test_boost_model_warns_when_it_switches_freezing_off(min_run_saving):
+    # No plan can save 99% of a run's time (the deepest step still runs the
+    # head), so 0.99 switches freezing off on every backend; 0 never does.
+    config = {"boost": {"mode": "manual", "less_bn": False},
+              "grad_freeze": {"param_groups": 5, "freeze_type": 0, "freeze_p": 0.5,
+                              "adaptive_depths": True, "min_run_saving": min_run_saving}}
+    model = boost.BoostModel(*deep_graph(), boost_level="O1", boost_config_dict=config)
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    x, y = regression_data(n=8)
+    ran = []
+    logger = keras.callbacks.LambdaCallback(
+        on_train_batch_end=lambda batch, logs: ran.append(int(logs["freeze_depth"])))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(x, y, batch_size=1, epochs=3, shuffle=False, verbose=0, callbacks=[logger])
+    switched = [w for w in caught if issubclass(w.category, boost.NoEffectWarning)
+                and "Gradient freezing is switched off" in str(w.message)]
+    if min_run_saving:
+        assert len(switched) == 1 and "min_run_saving=0.99" in str(switched[0].message)
+        assert model.freeze_planner.off_reason is not None
+        # Schedule "0000 1234" per epoch; torch (no trace cost) may run the
+        # first frozen steps before depth 0's timing completes.
+        assert ran[-8:] == [0] * 8
+    else:
+        assert not switched and model.freeze_planner.off_reason is None
+
+
+def test_min_run_saving_is_validated_by_the_config():
+    with pytest.raises(ValueError, match=r"grad_freeze.min_run_saving must be in \[0.0, 1.0\), got 1.5"):
+        boost.AutoBoost("O1", {"grad_freeze": {"min_run_saving": 1.5}})

@@ -10,6 +10,6 @@ for rep in $(seq 1 "${REPS:-3}"); do
   for be in tensorflow jax torch; do
     echo "=== rep $rep backend $be $(date -u +%FT%T) load $(cut -d' ' -f1-3 /proc/loadavg)"
     KERAS_BACKEND=$be TF_CPP_MIN_LOG_LEVEL=2 "${PYTHON:-.tox/$be/bin/python}" examples/quickstart.py --quiet 2>/dev/null \
-      | grep -E "^(keras.Model|BoostModel|boost /|freeze depths|  depth|  run as)"
+      | grep -E "^(keras.Model|BoostModel|boost /|freeze depths|  depth|  run as|  switched off)"
   done
 done

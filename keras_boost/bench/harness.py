@@ -480,6 +480,8 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
             # Measured on the run's first calls: what the planner decided from.
             "step_ms": {str(d): _milliseconds(planner.step_time(d)) for d in planner.traced},
             "trace_s": {str(d): planner.trace_cost(d) for d in planner.traced},
+            # Rule 6: why freezing was switched off (None: it ran).
+            "switched_off": planner.off_reason,
         }
     return {
         **record,
