@@ -196,9 +196,9 @@ SCHEMA = {
         # compilation ("auto": yes unless param_groups is given explicitly).
         "seed": (None, _optional_int),
         "adaptive_depths": ("auto", _auto_or_bool),
-        # Extension: with adaptive depths, freezing is switched off when its
-        # best plan would save less than this fraction of the run's time
-        # (see keras_boost.freeze_planner, rule 6).
+        # Extension: with adaptive depths (not with an explicit param_groups),
+        # freezing is switched off when its best plan would save less than
+        # this fraction of the run's time (keras_boost.freeze_planner, rule 6).
         "min_run_saving": (0.05, _real(0.0, 1.0, low_open=False)),
     },
     "grad_accumulation": {"grad_accumulation_step": (1, _int(1))},

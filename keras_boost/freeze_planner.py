@@ -24,7 +24,8 @@ The rule (adaptive mode):
    the largest gain is traced. A depth's saving is its measured one once it
    has run; before that the prior `0.6 * t0 * d / (n - 1)` (the deepest
    depth of the default 10-group schedule measured 0.39x the full step on
-   the bench CNN). The trace cost is the median of those measured so far.
+   the bench CNN), capped by any deeper depth's measured saving. The trace
+   cost is the median of those measured so far.
 4. A traced depth whose measured step saves less than 2% of `t0` is
    dropped.
 5. A depth that is not traced (or dropped) runs as the deepest kept depth
@@ -34,12 +35,15 @@ The rule (adaptive mode):
    worth it. Whenever a depth's measurement completes (depth 0's first),
    the planner computes the best plan for the rest of the run: the set of
    depths to trace that saves the most seconds net of their traces
-   (`best_plan_saving`, measured savings where known, the prior
-   otherwise). If that is below `min_run_saving` of the remaining run's
-   full-step time, freezing is switched off: every later step runs depth 0
-   and `off_reason` says why (BoostModel warns `NoEffectWarning`). On the
-   bench's realistic ResNet-20 (TF, 2 vCPU) the best plan saved about 1.5%
-   and cost up to 0.6 point of accuracy; see docs/methods/grad_freeze.md.
+   (`best_plan_saving`; a depth's saving is its measurement once all its
+   timed calls are in, else the prior, capped by the measured saving of
+   any deeper depth). If that is below
+   `min_run_saving` of the remaining run's full-step time, freezing is
+   switched off: every later step runs depth 0 and `off_reason` says why
+   (BoostModel warns `NoEffectWarning`). It stays off for the planner's
+   life (until the model is compiled again). On the bench's realistic
+   ResNet-20 (TF, 2 vCPU) freezing saved about 1.5% net and cost up to 0.6
+   point of accuracy; see docs/methods/grad_freeze.md.
 
 Non-adaptive mode (an explicit `param_groups`, MindSpore's meaning) applies
 rule 1 only: every depth runs as scheduled.
@@ -67,7 +71,7 @@ def best_plan_saving(uses, saving, kept, candidates, trace_cost):
     shallower than `d` (rule 5), so a plan is a set of depths: depth 0 and
     every `kept` depth (already traced, free), plus any of `candidates`,
     each costing `trace_cost`. Dynamic programming over the depths in
-    order, O(n^2).
+    order: O(n^3) for n depths (a few dozen at most).
 
     Args:
         uses: dict, requested depth -> remaining calls.
@@ -88,12 +92,12 @@ def best_plan_saving(uses, saving, kept, candidates, trace_cost):
     # (0.0, [0]): no depth repays a 0.35 s trace
     ```
     """
-    points = sorted({0} | set(kept) | set(candidates))
-    requested = sorted(uses)
+    kept = set(kept)
+    points = sorted({0} | kept | set(candidates))
 
     def segment(depth, stop):  # calls served by `depth` until the next planned depth
         per_call = 0.0 if depth == 0 else saving[depth]
-        return per_call * sum(uses[d] for d in requested if depth <= d < stop)
+        return per_call * sum(n for d, n in uses.items() if depth <= d < stop)
 
     best = {}  # depth -> (net seconds from it on, plan from it on)
     for i in range(len(points) - 1, -1, -1):
@@ -122,6 +126,8 @@ class DepthPlanner:
         min_run_saving: rule 6's threshold, a fraction of the remaining
             run's full-step time in [0, 1); 0 keeps freezing whenever any
             depth pays for its trace.
+        calls_per_step: calls per schedule step (the accumulation window):
+            timings are per call, the schedule counts steps.
 
     Example:
 
@@ -133,13 +139,14 @@ class DepthPlanner:
     ```
     """
 
-    def __init__(self, groups, adaptive=True, min_run_saving=0.0):
+    def __init__(self, groups, adaptive=True, min_run_saving=0.0, calls_per_step=1):
         groups = [frozenset(g) for g in groups]
         self.num_depths = len(groups)
         self.adaptive = bool(adaptive)
         if not 0.0 <= min_run_saving < 1.0:
             raise ValueError(f"min_run_saving must be in [0, 1), got {min_run_saving!r}.")
         self.min_run_saving = float(min_run_saving)
+        self.calls_per_step = int(calls_per_step)
         self.off_reason = None    # rule 6: why freezing was switched off
         # Rule 1: the shallowest depth with the same trained set.
         self.alias = [next(e for e in range(d + 1) if groups[e] == groups[d])
@@ -206,27 +213,35 @@ class DepthPlanner:
     # --- decisions ---------------------------------------------------------
 
     def _uses(self, depth, start):
-        """Schedule steps in [start, total) that request `depth` (after
-        aliasing); with an unknown length, its uses per schedule cycle."""
+        """Calls that request `depth` (after aliasing) in schedule steps
+        [start, total); with an unknown length, per schedule cycle."""
         if self.total_steps is None:
-            return int(self._cumulative[depth][-1])
+            return self.calls_per_step * int(self._cumulative[depth][-1])
         length, cumulative = len(self._table), self._cumulative[depth]
 
         def upto(stop):  # uses in [0, stop)
             cycles, rest = divmod(stop, length)
             return cycles * cumulative[-1] + cumulative[rest]
 
-        return max(0, upto(self.total_steps) - upto(min(start, self.total_steps)))
+        steps = max(0, upto(self.total_steps) - upto(min(start, self.total_steps)))
+        return self.calls_per_step * steps
 
     def _saving(self, depth, settled=False):
         """Seconds saved per call of `depth`: measured (with `settled`, only
         once all its timed calls are in), else the prior."""
         t0 = self.step_time(0)
         measured = self.step_time(depth)
-        timed = len(self._calls.get(depth, ())) >= 1 + TIMED_CALLS
-        if measured is not None and (timed or not settled):
+        if measured is not None and (self._timed(depth) or not settled):
             return t0 - measured
-        return PRIOR_DEEPEST_SAVING * t0 * depth / max(1, self.num_depths - 1)
+        prior = PRIOR_DEEPEST_SAVING * t0 * depth / max(1, self.num_depths - 1)
+        # A shallower depth trains a superset of a deeper one's variables,
+        # so it cannot save more than a deeper depth was measured to.
+        deeper = [t0 - self.step_time(e) for e in self.traced if e > depth and self._timed(e)]
+        return min([prior] + deeper)
+
+    def _timed(self, depth):
+        """Whether all of `depth`'s timed calls are in."""
+        return len(self._calls.get(depth, ())) >= 1 + TIMED_CALLS
 
     def _kept(self):
         return [d for d in self.traced if d not in self.dropped]
@@ -236,7 +251,8 @@ class DepthPlanner:
         return max((d for d in self._kept() if d <= depth), default=0)
 
     def _gain(self, candidate, step):
-        """Expected seconds saved over the rest of the run by tracing `candidate`."""
+        """Expected seconds saved by tracing `candidate` over the rest of the
+        run (with an unknown length, per schedule cycle)."""
         total = 0.0
         for requested in set(self.alias):
             if requested < candidate:
@@ -250,8 +266,6 @@ class DepthPlanner:
     def _depth_to_trace(self, requested, step):
         """Rule 3: the new depth worth tracing for this request, or None."""
         cost = self._trace_cost_estimate()
-        if len(self._calls.get(0, ())) < 1 + TIMED_CALLS:
-            return None  # depth 0 runs first: t0, a trace's cost, and rule 6
         fallback = self._fallback(requested)
         candidates = [e for e in range(fallback + 1, requested + 1)
                       if self.alias[e] == e and e not in self.traced]
@@ -266,34 +280,36 @@ class DepthPlanner:
         fraction of the full-step time of schedule steps `[step, end)`, or
         None before depth 0 is measured. With an unknown run length the
         fraction is per step, traces free (a long run repays them)."""
-        t0, cost = self.step_time(0), self._trace_cost_estimate()
-        if t0 is None or cost is None:
+        t0 = self.step_time(0)
+        if t0 is None:
             return None
         depths = sorted(set(self.alias))
         uses = {d: float(self._uses(d, step)) for d in depths}
         if self.total_steps is None:
             steps, cost = len(self._table), 0.0
         else:
-            steps = max(1, self.total_steps - step)
+            steps, cost = max(1, self.total_steps - step), self._trace_cost_estimate()
         kept = set(self._kept())
         candidates = {d for d in depths if d not in self.traced}
         # A depth still being timed counts at its prior, not at a partial
         # measurement that one slowed call could make look worthless.
         saving = {d: self._saving(d, settled=True) for d in kept | candidates}
         seconds, plan = best_plan_saving(uses, saving, kept, candidates, cost)
-        return seconds / (steps * t0), plan
+        return seconds / (steps * self.calls_per_step * t0), plan
 
     def _check_worth_freezing(self, step):
         expected = self.expected_run_saving(step)
         if expected is None or expected[0] >= self.min_run_saving:
             return
         fraction, plan = expected
-        left = "an unknown number of" if self.total_steps is None else f"{self.total_steps - step:,}"
+        if self.total_steps is None:
+            span = "of every step of a run of unknown length"
+        else:
+            span = f"of the time of the {max(0, self.total_steps - step):,} steps left"
         self.off_reason = (
-            f"the best plan (depths {plan}) saves an expected {fraction:.1%} of the time of the "
-            f"{left} steps left (full step {self.step_time(0) * 1e3:.1f} ms, a trace "
-            f"{self._trace_cost_estimate():.2f} s), "
-            f"below min_run_saving={self.min_run_saving:g}"
+            f"the best plan (depths {plan}) saves an expected {fraction:.1%} {span} "
+            f"(full step {self.step_time(0) * 1e3:.1f} ms, a trace "
+            f"{self._trace_cost_estimate():.2f} s), below min_run_saving={self.min_run_saving:g}"
         )
 
     def choose(self, step, requested=None):
@@ -306,7 +322,9 @@ class DepthPlanner:
             return self._last[1]
         requested = int(self._table[step % len(self._table)] if requested is None else requested)
         depth = 0 if self.off_reason is not None else self.alias[requested]
-        if self.adaptive and depth != 0 and (depth not in self.traced or depth in self.dropped):
+        if self.adaptive and not self._timed(0):
+            depth = 0  # rule 2: depth 0 runs until timed (t0, a trace's cost, rule 6)
+        elif self.adaptive and depth != 0 and (depth not in self.traced or depth in self.dropped):
             # Remaining uses only shrink, so a declined request stays
             # declined until a new measurement changes the estimates.
             if self._declined_at.get(depth) == self._measurements:

@@ -471,6 +471,7 @@ class BoostModel(keras.Model):
             [freeze.trained_indices(d) for d in range(freeze.group_count)],
             adaptive=bool(spec and spec["adaptive_depths"]),
             min_run_saving=spec["min_run_saving"] if spec else 0.0,
+            calls_per_step=steps_per_update,
         )
         self.freeze_planner = planner
 
@@ -490,7 +491,7 @@ class BoostModel(keras.Model):
             planner.record(depth, time.perf_counter() - start)
             if was_on and planner.off_reason is not None:
                 warnings.warn(
-                    f"Gradient freezing is switched off for the rest of this run: "
+                    f"Gradient freezing is switched off until the model is compiled again: "
                     f"{planner.off_reason}. Freezing trades accuracy for time, and this "
                     "is too little time for it; every step now trains all variables. "
                     "Set grad_freeze.min_run_saving to 0 to freeze whenever a depth "
