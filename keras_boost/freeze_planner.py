@@ -228,7 +228,8 @@ class DepthPlanner:
 
     def _saving(self, depth, settled=False):
         """Seconds saved per call of `depth`: measured (with `settled`, only
-        once all its timed calls are in), else the prior."""
+        once all its timed calls are in), else the prior capped by the
+        measured saving of any deeper depth."""
         t0 = self.step_time(0)
         measured = self.step_time(depth)
         if measured is not None and (self._timed(depth) or not settled):

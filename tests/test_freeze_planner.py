@@ -117,8 +117,8 @@ def brute_force_plan_saving(uses, saving, kept, candidates, cost):
     for size in range(len(candidates) + 1):
         for extra in itertools.combinations(sorted(candidates), size):
             plan = {0} | set(kept) | set(extra)
-            seconds = sum(n * (saving[max(e for e in plan if e <= d)] if max(e for e in plan if e <= d) else 0.0)
-                          for d, n in uses.items())
+            runs_as = {d: max(e for e in plan if e <= d) for d in uses}
+            seconds = sum(n * saving.get(runs_as[d], 0.0) for d, n in uses.items())
             best = max(best, seconds - cost * size)
     return best
 
