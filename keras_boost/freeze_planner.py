@@ -178,7 +178,7 @@ class DepthPlanner:
 
     def needs_timing(self, depth):
         """Whether the next call of `depth` should be timed (with a sync)."""
-        return self.adaptive and len(self._calls.get(depth, ())) < 1 + TIMED_CALLS
+        return self.adaptive and not self._timed(depth)
 
     def record(self, depth, seconds):
         """Records the wall time of one (synchronised) call of `depth`."""
