@@ -294,6 +294,23 @@ def test_paired_ratios_per_seed_against_the_same_seeds_baseline():
     assert "| O1 | float32 | 3 | 0.66 [0.65, 0.75] | 0.65 [0.5, not reached] | -0.4 [-1.5, 0.3] |" in table
 
 
+def test_paired_against_the_short_baseline_pairs_only_the_boost_variants():
+    rows = {r["variant"]: r for r in report.paired(_hand_result(), reference="baseline-short")}
+    assert sorted(rows) == ["O1", "grad_freeze", "less_bn"]  # neither baseline is paired with it
+    o1 = rows["O1"]
+    assert o1["reference"] == "baseline-short" and o1["seeds"] == [0, 1, 2]
+    assert o1["time_ratio"] == pytest.approx([30 / 30, 31 / 36, 29 / 33])
+    # Threshold still the baseline's (0.980): O1 reaches it at 20 s, 31 s and never;
+    # baseline-short at 30 s, never and 33 s. Seed 1: only the reference never did (0).
+    assert o1["threshold_time_ratio"] == [pytest.approx(20 / 30), 0.0, None]
+    assert o1["accuracy_difference"] == pytest.approx([0.1, 0.2, -0.6])
+    table = report.markdown_table(_hand_result())
+    assert "| variant | precision | seeds | train time × baseline-short |" in table
+    assert "| O1 | float32 | 3 | 0.88 [0.86, 1] | 0.67 [0, not reached] | 0.1 [-0.6, 0.2] |" in table
+    with pytest.raises(ValueError, match="reference must be 'baseline' or 'baseline-short', got 'O1'"):
+        report.paired(_hand_result(), reference="O1")
+
+
 def test_summary_threshold_never_reached_by_most_seeds():
     result = _hand_result()
     for run in result["runs"]:

@@ -13,8 +13,8 @@ import pytest
 import keras_boost as boost
 from keras_boost import backend as kb_backend
 from conftest import to_numpy
+from keras_boost.atomic_write import atomic_write
 from keras_boost.bench.workloads import mnist_data
-from keras_boost.callbacks.weight_trajectory import atomic_write
 from keras_boost.optimizers.dim_reduce import load_basis
 from keras_boost.optimizers.dim_reduce import wait_for_basis
 

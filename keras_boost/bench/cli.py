@@ -9,6 +9,9 @@ keras-boost bench --workload realistic --seeds 3 \
 keras-boost bench --workload resnet --seeds 3 --backend jax --output-dir results/
 keras-boost bench --factory mypackage.bench:workload --variants baseline,O1
 keras-boost bench --report bench_results/bench_realistic_tensorflow.json   # re-render only
+# the short baseline given O1's time (O1 took 0.68x the baseline's time in an earlier run):
+keras-boost bench --workload realistic --seeds 10 --short-ratio 0.6875 --precisions float32 \
+    --variants baseline,baseline-short,O1
 keras-boost bench --workload realistic --seeds 2 --first-seed 3 --precisions float32 \
     --variants baseline,baseline-short,O1 --append-to bench_results/bench_realistic_tensorflow.json
 python -m keras_boost.bench --quick
@@ -40,7 +43,9 @@ def parse_args(argv):
     parser.add_argument("--first-seed", type=int, default=0,
                         help="seeds run are first-seed .. first-seed + seeds - 1 (to add seeds to a run)")
     parser.add_argument("--epochs", type=int, help="override the workload's epochs")
-    parser.add_argument("--short-ratio", type=float, default=0.8, help="length of baseline-short")
+    parser.add_argument("--short-ratio", type=float, default=0.8,
+                        help="length of baseline-short, as a fraction of the baseline's epochs (default "
+                        "0.8); set it to a variant's measured time ratio to compare the two at equal time")
     parser.add_argument("--accuracy-drop", type=float, default=0.005,
                         help="the reports' threshold is the baseline's median final accuracy minus this "
                         "(default 0.005: half a point)")

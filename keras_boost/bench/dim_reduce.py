@@ -49,11 +49,11 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from keras_boost.atomic_write import atomic_write
 from keras_boost.bench.arguments import number_list
 from keras_boost.bench.arguments import require_positive
 from keras_boost.bench.harness import WORKLOADS
 from keras_boost.bench.machine import cpu_model
-from keras_boost.callbacks.weight_trajectory import atomic_write
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

@@ -37,9 +37,9 @@ import json
 import math
 import statistics
 
+from keras_boost.atomic_write import atomic_write
 from keras_boost.bench.harness import time_to_accuracy
 from keras_boost.bench.harness import validate_result
-from keras_boost.callbacks.weight_trajectory import atomic_write
 
 # The baseline's median final accuracy minus this is the accuracy that
 # "time to the baseline's accuracy" measures (0.5 point).
@@ -202,46 +202,66 @@ def summarize(result, accuracy_drop=ACCURACY_DROP):
     return rows
 
 
-def paired(result, accuracy_drop=ACCURACY_DROP):
-    """Each variant against the baseline of the same seed and precision.
+def _paired_ratio(time, reference_time):
+    """A seed's time to the threshold over its reference's (see `paired`)."""
+    if time is None:
+        return None  # never reached: +inf in `spread`, even if the reference never did either
+    return 0.0 if reference_time is None else time / reference_time
+
+
+def paired(result, accuracy_drop=ACCURACY_DROP, reference="baseline"):
+    """Each variant against the `reference` run of the same seed and precision.
 
     A seed gives every variant the same initial weights, augmentations and
     batch order, so per-seed ratios cancel what the seeds share; their
-    spread shows what medians of separate columns hide.
+    spread shows what medians of separate columns hide. Against
+    `"baseline-short"` this is the per-seed form of the "beats the short
+    baseline" verdict, which compares medians of separate columns.
+
+    Args:
+        result: a benchmark result.
+        accuracy_drop: as in `summarize` (the threshold is always the
+            `baseline`'s median final accuracy minus it).
+        reference: `"baseline"` or `"baseline-short"`. Against
+            `"baseline-short"` only the non-baseline variants are paired.
 
     Returns:
-        A list of dicts, one per (variant, precision) other than the
-        baselines' own with at least one seed in common with its
-        `baseline`: `variant`, `precision`, `seeds`, and per seed (ordered
-        by seed) `time_ratio` (training time over the baseline's),
-        `threshold_time_ratio` (time to the threshold of `summarize` over
-        the baseline's; None when either never reached it) and
-        `accuracy_difference` (final accuracy minus the baseline's, in
-        points), each also as a `spread` under the name plus `_spread`.
+        A list of dicts, one per (variant, precision) with at least one
+        seed in common with its reference: `variant`, `precision`,
+        `reference`, `seeds`, and per seed (ordered by seed) `time_ratio`
+        (training time over the reference's), `threshold_time_ratio` (time
+        to the threshold of `summarize` over the reference's: None, read
+        as "not reached", when the variant never reached it; 0 when only
+        the reference never did) and `accuracy_difference` (final accuracy
+        minus the reference's, in points), each also as a `spread` under
+        the name plus `_spread`.
 
     Example:
 
     ```python
     row = next(r for r in paired(result) if r["variant"] == "O1")
     row["time_ratio_spread"]["median"], row["accuracy_difference"]
+    paired(result, reference="baseline-short")   # O1 against the short run
     ```
     """
+    if reference not in ("baseline", "baseline-short"):
+        raise ValueError(f"reference must be 'baseline' or 'baseline-short', got {reference!r}.")
     thresholds = {r["precision"]: r.get("threshold") for r in summarize(result, accuracy_drop)
                   if r["variant"] == "baseline"}
     runs = {(r["variant"], r["precision"], r["seed"]): r for r in result["runs"] if "skipped" not in r}
     rows = {}
     for (variant, precision, seed), run in sorted(runs.items(), key=lambda item: item[0][2]):
-        base = runs.get(("baseline", precision, seed))
-        if variant == "baseline" or base is None:
+        base = runs.get((reference, precision, seed))
+        if variant == reference or base is None or (reference != "baseline" and variant.startswith("baseline")):
             continue
         row = rows.setdefault((variant, precision), {
-            "variant": variant, "precision": precision, "seeds": [],
+            "variant": variant, "precision": precision, "reference": reference, "seeds": [],
             "time_ratio": [], "threshold_time_ratio": [], "accuracy_difference": []})
         threshold = thresholds.get(precision)
         reached = [time_to_accuracy(r["curve"], threshold) if threshold is not None else None for r in (run, base)]
         row["seeds"].append(seed)
         row["time_ratio"].append(run["train_seconds"] / base["train_seconds"])
-        row["threshold_time_ratio"].append(None if None in reached else reached[0] / reached[1])
+        row["threshold_time_ratio"].append(_paired_ratio(*reached))
         row["accuracy_difference"].append(100.0 * (run["final_accuracy"] - base["final_accuracy"]))
     for row in rows.values():
         for key in ("time_ratio", "threshold_time_ratio", "accuracy_difference"):
@@ -270,6 +290,30 @@ def _format_ratio(value):
     if value is None:
         return "n/a"
     return "not reached" if math.isinf(value) else f"{value:.2f}"
+
+
+def _paired_table(pairs, accuracy_drop):
+    """Markdown lines of `paired`'s rows (none when there are no rows)."""
+    if not pairs:
+        return []
+    reference = pairs[0]["reference"]
+    lines = [
+        "",
+        f"Paired with the {reference} run of the same seed (same initial weights, augmentations and "
+        "batch order): median [min, max] over the seeds both ran.",
+        "",
+        f"| variant | precision | seeds | train time × {reference} | time to base -{accuracy_drop * 100:g}pt "
+        f"× {reference}'s | final acc. − {reference} (points) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in pairs:
+        lines.append(
+            f"| {row['variant']} | {row['precision']} | {len(row['seeds'])} | "
+            f"{_format_spread(row['time_ratio_spread'], 2)} | "
+            f"{_format_spread(row['threshold_time_ratio_spread'], 2)} | "
+            f"{_format_spread(row['accuracy_difference_spread'], 2)} |"
+        )
+    return lines
 
 
 def markdown_table(result, accuracy_drop=ACCURACY_DROP):
@@ -326,24 +370,8 @@ def markdown_table(result, accuracy_drop=ACCURACY_DROP):
             f"{row.get('threshold_reached', 'n/a')} | "
             f"{_format_ratio(row.get('time_to_threshold_vs_baseline'))} | {verdict} |"
         )
-    pairs = paired(result, accuracy_drop)
-    if pairs:
-        lines += [
-            "",
-            "Paired with the baseline of the same seed (same initial weights, augmentations and batch "
-            "order): median [min, max] over the seeds both ran.",
-            "",
-            f"| variant | precision | seeds | train time × baseline | time to base -{accuracy_drop * 100:g}pt "
-            "× baseline's | final acc. − baseline (points) |",
-            "|---|---|---|---|---|---|",
-        ]
-        for row in pairs:
-            lines.append(
-                f"| {row['variant']} | {row['precision']} | {len(row['seeds'])} | "
-                f"{_format_spread(row['time_ratio_spread'], 2)} | "
-                f"{_format_spread(row['threshold_time_ratio_spread'], 2)} | "
-                f"{_format_spread(row['accuracy_difference_spread'], 2)} |"
-            )
+    lines += _paired_table(paired(result, accuracy_drop), accuracy_drop)
+    lines += _paired_table(paired(result, accuracy_drop, "baseline-short"), accuracy_drop)
     return "\n".join(lines) + "\n"
 
 

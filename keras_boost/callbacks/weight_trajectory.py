@@ -2,10 +2,11 @@
 
 import json
 import os
-import tempfile
 
 import keras
 import numpy as np
+
+from keras_boost.atomic_write import atomic_write
 
 MANIFEST = "manifest.json"
 
@@ -16,21 +17,6 @@ def variables_spec(variables):
         {"path": v.path, "shape": list(v.shape), "size": int(np.prod(v.shape, dtype=np.int64))}
         for v in variables
     ]
-
-
-def atomic_write(path, write):
-    """Writes `path` through `write(file)` into a temporary file that then
-    replaces it: readers see the old file or the new one, never half."""
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)  # readers see the old file or the new one, never half
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")

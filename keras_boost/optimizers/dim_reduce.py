@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 from keras_boost import backend as kb_backend
-from keras_boost.callbacks.weight_trajectory import atomic_write
+from keras_boost.atomic_write import atomic_write
 from keras_boost.callbacks.weight_trajectory import load_trajectory
 from keras_boost.errors import NoEffectWarning
 from keras_boost.ops import dim_reduce as dr
