@@ -19,7 +19,10 @@ epochs, its schedule rescaled) when its median (training time, final
 accuracy) point is better in one and no worse in the other: higher accuracy
 at equal or less time, or less time at equal or higher accuracy. With 3
 seeds a margin inside the min-max spreads is not evidence: read the spreads
-too.
+too, and `paired(result, reference="baseline-short")`. A short baseline
+given a variant's measured time ratio (`short_ratio`) compares the two at
+equal time; a longer one (the default 0.8 against a 0.65x variant) differs
+on both axes, and on an accuracy plateau the verdict then turns on noise.
 
 Example:
 
