@@ -151,6 +151,15 @@ def _auto_or_int(minimum):
     return check
 
 
+def _auto_or_depths(where, value):
+    # "auto", or the freeze depths to run (a plan the depth planner recorded).
+    if value == "auto" and not isinstance(value, bool):
+        return "auto"
+    if isinstance(value, bool) or not isinstance(value, (list, tuple)):
+        raise TypeError(f"{where} must be 'auto' or a list of freeze depths (ints), got {value!r}.")
+    return sorted({_int(0)(f"{where}[{i}]", v) for i, v in enumerate(value)} | {0})
+
+
 def _split_groups(where, value):
     # MindSpore documents an int or a list, but its int branch crashes; a list
     # of increasing split indices is what actually works there.
@@ -200,6 +209,11 @@ SCHEMA = {
         # freezing is switched off when its best plan would save less than
         # this fraction of the run's time (keras_boost.freeze_planner, rule 6).
         "min_run_saving": (0.05, _real(0.0, 1.0, low_open=False)),
+        # Extension: the depths BoostModel runs, pinned ("auto": the planner
+        # measures and decides; a list such as [0, 3, 6]: each scheduled
+        # depth runs as the deepest listed one at or above it, no timing;
+        # [0]: freezing off). Depth 0 is always included.
+        "depths": ("auto", _auto_or_depths),
     },
     "grad_accumulation": {"grad_accumulation_step": (1, _int(1))},
     # Extension: how AdaSum combines (see keras_boost.optimizers.AdaSum).

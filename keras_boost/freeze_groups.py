@@ -3,7 +3,10 @@
 A block starts at a layer with a kernel (Conv, Dense, Embedding, ...); the
 layers after it without one (normalization, bias-only layers) join it. Group
 k holds every block from k * stride to the end, so freezing group k's
-complement freezes a prefix of the network.
+complement freezes a prefix of the network. MindSpore's stride is
+`blocks // param_groups`, at least one block per group once there are
+enough blocks; at the level's default `param_groups` keras_boost keeps that
+"at least one block per group" on small models too (`group_count`).
 """
 
 import warnings
@@ -67,14 +70,30 @@ def model_blocks(model):
     return blocks
 
 
-def groups_from_blocks(blocks, n, where="model"):
-    """Suffix groups; warns (NoEffectWarning) when there are fewer blocks than groups."""
-    if len(blocks) < n:
+def group_count(blocks, n, fit):
+    """How many groups `n` requested groups make on `blocks`.
+
+    With `fit` (the level's default, where the user did not choose
+    `param_groups`), at most one group per block: a 3-block model gets 3
+    groups, not 10 identical ones. Without it, MindSpore's `n` as is.
+    """
+    return max(1, min(n, len(blocks))) if fit else n
+
+
+def groups_from_blocks(blocks, n, where="model", fit=False):
+    """Suffix groups (see `group_count` for `fit`).
+
+    Without `fit`, warns (NoEffectWarning) when there are fewer blocks than
+    groups: every group is then the whole network (MindSpore's behaviour).
+    """
+    if not fit and len(blocks) < n:
+        what = f"{len(blocks)} block(s)" if blocks else "no trainable variable"
         warnings.warn(
-            f"Gradient freezing: the {where} has {len(blocks)} block(s) but "
+            f"Gradient freezing: the {where} has {what} but "
             f"param_groups={n}, so every group is the whole network and nothing "
-            f"is ever frozen. Use param_groups <= {len(blocks)}.",
+            f"is ever frozen. Use param_groups <= {max(1, len(blocks))}, or leave "
+            "param_groups out to get one group per block.",
             NoEffectWarning,
             stacklevel=3,
         )
-    return freeze_schedule.suffix_groups(blocks, n)
+    return freeze_schedule.suffix_groups(blocks, group_count(blocks, n, fit))

@@ -14,19 +14,24 @@ Keras' own: gradients, then `optimizer.apply`, no extra work.
 
 import contextlib
 import os
+import threading
 import time
 import warnings
+import weakref
 
 import keras
 from keras.src.trainers.data_adapters import data_adapter_utils
+from keras.src.utils import io_utils
 
 from keras_boost import backend as kb_backend
 from keras_boost import config as config_lib
 from keras_boost.auto_boost import AutoBoost
 from keras_boost.errors import NoEffectWarning
 from keras_boost.errors import reraise_with_context
+from keras_boost.freeze_groups import groups_from_blocks
+from keras_boost.freeze_groups import model_blocks
 from keras_boost.freeze_planner import DepthPlanner
-from keras_boost.grad_freeze import GradientFreeze
+from keras_boost.layers.fused_batch_norm import FusedBatchNormalization
 from keras_boost.layers.group_loss_scale import GroupLossScaleManager
 from keras_boost.loss_scale import DynamicLossScale
 from keras_boost.loss_scale import resolve_loss_scale
@@ -42,9 +47,12 @@ from keras_boost.ops.dim_reduce import unflatten
 from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
 from keras_boost.optimizers.freeze import DEFAULT_TABLE_STEPS
 from keras_boost.optimizers.freeze import FreezeOptimizer
+from keras_boost.precision import PrecisionChoice
+from keras_boost.precision import choose_precision
 from keras_boost.precision import model_policies
 from keras_boost import ops as kb_ops
 from keras_boost.surgery import find_less_bn
+from keras_boost.surgery.less_bn import REPORT_ATTR
 from keras_boost.validation import check_model
 from keras_boost.validation import check_optimizer
 from keras_boost.validation import has_custom_train_step
@@ -53,6 +61,49 @@ from keras_boost.validation import has_custom_train_step
 def _uses_float16(model):
     policies = [model.dtype_policy] + [layer.dtype_policy for layer in model.layers]
     return any(p.compute_dtype == "float16" for p in policies)
+
+
+# keras.models.clone_model rebuilds a functional model as
+# `type(model)(inputs, outputs, name=model.name)` right after running the
+# model's graph with copied layers (keras/src/models/cloning.py), which would
+# reset a BoostModel to its defaults (level O0). So each BoostModel notes the
+# symbolic outputs its graph made last (per thread, by weak reference), and a
+# constructor called with exactly those outputs and no boost argument takes
+# the settings of the model they were copied from.
+_last_graph_run = threading.local()
+
+
+def _note_graph_run(model, outputs):
+    flat = keras.tree.flatten(outputs)
+    if flat and all(isinstance(t, keras.KerasTensor) for t in flat):
+        _last_graph_run.value = (weakref.ref(model), [weakref.ref(t) for t in flat])
+
+
+def _graph_copy_source(outputs):
+    """The BoostModel whose graph, run with copied layers, made `outputs`, or None."""
+    source, refs = getattr(_last_graph_run, "value", (lambda: None, []))
+    source, flat = source(), keras.tree.flatten(outputs)
+    if source is None or len(flat) != len(refs) or any(t is not r() for t, r in zip(flat, refs)):
+        return None
+    # `model(x)` on Keras tensors also runs the graph, but its outputs come
+    # from the model itself: a new model around it is not a copy of it.
+    if any(getattr(t, "_keras_history", (None,))[0] is source for t in flat):
+        return None
+    return source
+
+
+def _in_own_precision(boost, policies):
+    """`boost` with `common.precision` set to what the model computes in."""
+    config = boost.config
+    config["common"]["precision"] = next(iter(policies)) if len(policies) == 1 else None
+    return AutoBoost(boost.level, config)
+
+
+def _chain_settings(config):
+    """A resolved config without `common.precision`, which sets the model's
+    dtypes, not the optimizer chain (a copy in another precision, e.g.
+    `with_precision`'s, keeps its source's compiled chain)."""
+    return {**config, "common": {**config["common"], "precision": None}}
 
 
 def _graph_io(model):
@@ -83,7 +134,15 @@ class BoostModel(keras.Model):
         loss_scale: `"auto"` (dynamic scaling when the model computes in
             float16, e.g. under the `"mixed_float16"` policy), `"dynamic"`,
             `None` (off), or a `boost.DynamicLossScale`.
+        precision_choice: the `boost.precision.PrecisionChoice` (or its
+            config) that picked the model's precision, kept as the
+            `precision_choice` attribute and saved with the model
+            (`from_model` sets it with `common.precision="auto"`).
         **kwargs: passed to `keras.Model` (`name`, ...).
+
+    `keras.models.clone_model(model)` returns a `BoostModel` with the same
+    level, config, loss scale and precision choice (compiled like `model`
+    when it is).
 
     Example:
 
@@ -98,9 +157,20 @@ class BoostModel(keras.Model):
     ```
     """
 
+    precision_choice = None  # set by from_model when "auto" measured it
+    freeze_planner = None  # the DepthPlanner of the last train function, with freezing
+
     def __init__(
-        self, *args, boost_level="O0", boost_config_dict=None, loss_scale="auto", **kwargs
+        self, *args, boost_level="O0", boost_config_dict=None, loss_scale="auto",
+        precision_choice=None, **kwargs
     ):
+        source = None
+        if (boost_level, boost_config_dict, loss_scale, precision_choice) == ("O0", None, "auto", None):
+            source = _graph_copy_source(args[1] if len(args) > 1 else kwargs.get("outputs"))
+            if source is not None:  # keras.models.clone_model(source)
+                settings = source._boost_arguments()
+                boost_level, boost_config_dict = settings["boost_level"], settings["boost_config_dict"]
+                loss_scale, precision_choice = settings["loss_scale"], settings["precision_choice"]
         # Validate everything before building anything.
         boost = AutoBoost(boost_level, boost_config_dict)
         config_lib.check_implemented(boost.config)
@@ -111,6 +181,10 @@ class BoostModel(keras.Model):
                 "subclassed model use BoostModel.from_model(model)."
             )
         super().__init__(*args, **kwargs)
+        if source is not None and model_policies(self) != model_policies(source):
+            # A copy in another precision (boost.precision.with_precision):
+            # the source's precision decision does not describe it.
+            boost, precision_choice = _in_own_precision(boost, model_policies(self)), None
         self._auto_boost = boost
         if boost.config["boost"]["loss_scale_group"]:
             # The per-group scales replace the single one.
@@ -126,9 +200,13 @@ class BoostModel(keras.Model):
         self._boost_loss_scale_arg = loss_scale
         self._boost_depth = 0
         self._boost_total_updates = None
-        if boost.config["boost"]["less_bn"]:
-            self._boost_warn_unprocessed_graph()
-        self._boost_warn_unapplied_precision()
+        if isinstance(precision_choice, dict):
+            precision_choice = PrecisionChoice.from_config(precision_choice)
+        self.precision_choice = precision_choice
+        if source is None:  # a copy's source was checked when it was built
+            if boost.config["boost"]["less_bn"]:
+                self._boost_warn_unprocessed_graph()
+            self._boost_warn_unapplied_precision()
 
     def _boost_warn_unapplied_precision(self):
         precision = self._auto_boost.config["common"]["precision"]
@@ -197,14 +275,16 @@ class BoostModel(keras.Model):
         flags = boost.config["boost"]
         if flags["less_bn"] or flags["fused_batch_norm"] or boost.config["common"]["precision"] is not None:
             model = boost.network_auto_process_model(model)
+        choice = None
         if boost.config["common"]["precision"] == "auto":
-            # The model keeps the measured decision, so a reload needs no new
-            # timing (an unchanged model already computes in the chosen policy).
-            choice = getattr(model, "precision_choice", None)
-            policies = model_policies(model)
-            if choice is not None or len(policies) == 1:
-                boost_config_dict = boost.config
-                boost_config_dict["common"]["precision"] = choice.policy if choice else policies.pop()
+            # The surgery attaches the choice to a model it copied; when it
+            # kept the model itself (float32 kept), the choice it just made
+            # is in the process cache: no new timing.
+            choice = getattr(model, "precision_choice", None) or choose_precision(model)
+            # The config keeps the decision, not "auto": a reload (or a clone)
+            # computes in the chosen policy without timing again.
+            boost_config_dict = boost.config
+            boost_config_dict["common"]["precision"] = choice.policy
         inputs, outputs = _graph_io(model)
         if inputs is None:
             shape = input_shape
@@ -224,11 +304,11 @@ class BoostModel(keras.Model):
             boost_level=boost_level,
             boost_config_dict=boost_config_dict,
             loss_scale=loss_scale,
+            precision_choice=choice,
             name=name or f"{model.name}_boost",
         )
-        for attribute in ("less_bn_report", "precision_choice"):  # what the surgery did, to print
-            if getattr(model, attribute, None) is not None:
-                setattr(boosted, attribute, getattr(model, attribute))
+        if getattr(model, REPORT_ATTR, None) is not None:  # what the surgery did, to print
+            setattr(boosted, REPORT_ATTR, getattr(model, REPORT_ATTR))
         return boosted
 
     # --- configuration seen by the step -------------------------------------
@@ -322,7 +402,7 @@ class BoostModel(keras.Model):
             )
         if optimizer.boost_level is not None and (
             optimizer.boost_level != self.boost_level
-            or optimizer.boost_config != self.boost_config
+            or _chain_settings(optimizer.boost_config) != _chain_settings(self.boost_config)
         ):
             raise ValueError(
                 f"BoostModel {self.name!r} has boost_level={self.boost_level!r} but was compiled "
@@ -374,12 +454,19 @@ class BoostModel(keras.Model):
         )
 
     def _boost_freeze_groups(self, freeze):
-        """The freeze groups by layer structure, as indices into trainable_variables."""
+        """The freeze groups by layer structure, as indices into trainable_variables.
+
+        Computed at each compile, from the variables trainable then. None
+        when the optimizer has its groups, or the model trains nothing (one
+        group, of no variable, made at build).
+        """
         spec = freeze.schedule_spec
-        if spec is None or freeze.groups_given:
+        if spec is None or freeze.groups_given or not self.trainable_variables:
             return None
-        n = spec["param_groups"]
-        groups = GradientFreeze(param_groups=n).split_parameters_groups(self, n)
+        groups = groups_from_blocks(
+            model_blocks(self), spec["param_groups"], where=f"model {self.name!r}",
+            fit=freeze.fits_groups_to_model,
+        )
         positions = {id(v): i for i, v in enumerate(self.trainable_variables)}
         return [[positions[id(v)] for v in g] for g in groups]
 
@@ -444,6 +531,10 @@ class BoostModel(keras.Model):
     def make_train_function(self, force=False):
         self._boost_check_compiled()
         self._boost_build_optimizer()
+        if not self.trainable_variables:
+            # Keras' own train step says the same (once per trace); this
+            # step then only runs the forward pass and the metrics.
+            warnings.warn("The model does not have any trainable weights.", stacklevel=2)
         freeze = self._boost_freeze_optimizer()
         if freeze is None:
             return super().make_train_function(force=force)
@@ -467,11 +558,14 @@ class BoostModel(keras.Model):
         # trains the same group.
         steps_per_update = _steps_per_update(self.optimizer)
         spec = freeze.schedule_spec
+        pinned = spec["depths"] if spec and spec["depths"] != "auto" else None
         planner = DepthPlanner(
             [freeze.trained_indices(d) for d in range(freeze.group_count)],
             adaptive=bool(spec and spec["adaptive_depths"]),
             min_run_saving=spec["min_run_saving"] if spec else 0.0,
             calls_per_step=steps_per_update,
+            depths=pinned,
+            state=None if pinned else freeze.planner_state,
         )
         self.freeze_planner = planner
 
@@ -487,18 +581,9 @@ class BoostModel(keras.Model):
             start = time.perf_counter()
             result = compiled[depth](*args)
             keras.ops.convert_to_numpy(keras.tree.flatten(result)[0])  # wait for it
-            was_on = planner.off_reason is None
             planner.record(depth, time.perf_counter() - start)
-            if was_on and planner.off_reason is not None:
-                warnings.warn(
-                    f"Gradient freezing is switched off until the model is compiled again: "
-                    f"{planner.off_reason}. Freezing trades accuracy for time, and this "
-                    "is too little time for it; every step now trains all variables. "
-                    "Set grad_freeze.min_run_saving to 0 to freeze whenever a depth "
-                    "repays its trace, or give param_groups to run MindSpore's schedule as is.",
-                    NoEffectWarning,
-                    stacklevel=2,
-                )
+            # Saved with the optimizer: a reload or resume decides the same.
+            freeze.planner_state = planner.state()
             return result
 
         self.train_function = train_function
@@ -528,7 +613,78 @@ class BoostModel(keras.Model):
         callbacks = list(callbacks or [])
         if self._boost_freeze_optimizer() is not None:
             callbacks.append(_FreezeScheduleCallback())
+        callbacks.append(_BoostReportCallback())
         return super().fit(*args, callbacks=callbacks, **kwargs)
+
+    # --- what the level did --------------------------------------------------
+
+    @property
+    def freeze_decision(self):
+        """What gradient freezing runs, as a `FreezeDecision`: the depths that
+        run and why (measured, pinned by `grad_freeze.depths`, or MindSpore's
+        schedule). None without freezing, before `fit`, and while the full
+        step is still being timed."""
+        return None if self.freeze_planner is None else self.freeze_planner.decision()
+
+    def boost_summary(self):
+        """One line saying what the level did on this model ("" at O0 with
+        nothing on); `fit` prints it at its end when `verbose` is not 0.
+
+        Example:
+
+        ```python
+        model.fit(x, y, epochs=3, verbose=0)
+        print(model.boost_summary())
+        # keras_boost O1 on 'net_boost': LessBN removed 4 of 6 BatchNormalization; ...
+        ```
+        """
+        config = self.boost_config
+        if not (config_lib.enabled_algorithms(config) or config["common"]["precision"]
+                or self._boost_loss_scale is not None):
+            return ""
+        parts = [part for part in (self._boost_surgery_summary(), self._boost_freeze_summary(),
+                                   self._boost_precision_summary()) if part]
+        scaler = self._boost_scaler()
+        if scaler is not None:
+            parts.append(f"dynamic loss scaling (scale now {float(scaler.dynamic_scale.value):g})")
+        elif config["boost"]["loss_scale_group"]:
+            parts.append("loss scaling per group (GroupLossScaleManager)")
+        else:
+            parts.append("no loss scaling")
+        return f"keras_boost {self.boost_level} on {self.name!r}: " + "; ".join(parts) + "."
+
+    def _boost_surgery_summary(self):
+        report = getattr(self, REPORT_ATTR, None)
+        fused = sum(isinstance(layer, FusedBatchNormalization) for layer in self._flatten_layers())
+        parts = []
+        if report is not None:
+            done = [f"removed {report.num_removed} of {report.num_bn} BatchNormalization"] if report.num_bn else []
+            done += ["NormalizedDense head"] if report.head else []
+            parts.append("LessBN " + (", ".join(done) or "changed nothing"))
+        elif self.boost_config["boost"]["less_bn"]:
+            removable = find_less_bn(self).num_removed
+            parts.append(f"LessBN not applied ({removable} BatchNormalization it would remove: build with "
+                         "BoostModel.from_model)" if removable else "no BatchNormalization for LessBN to remove")
+        if fused:
+            parts.append(f"{fused} fused BatchNormalization")
+        return "; ".join(parts)
+
+    def _boost_freeze_summary(self):
+        freeze = self._boost_freeze_optimizer()
+        if freeze is None:
+            return ""
+        if freeze.group_count == 1:
+            if not self.trainable_variables:
+                return "no freezing (the model trains no variable)"
+            return "no freezing (the model has one block)" if freeze.fits_groups_to_model else "no freezing (one group)"
+        decision = self.freeze_decision or "undecided (the full step is timed on the first steps)"
+        return f"freezing in {freeze.group_count} groups: {decision}"
+
+    def _boost_precision_summary(self):
+        if self.precision_choice is not None:
+            return self.precision_choice.summary_line()
+        policies = sorted(model_policies(self))
+        return "" if policies == ["float32"] else f"precision {', '.join(policies)}"
 
     def train_step(self, *args):
         seam = kb_backend.current()
@@ -571,7 +727,7 @@ class BoostModel(keras.Model):
         freeze = self._boost_freeze_optimizer()
         if freeze is not None:  # the schedule advances on every step
             freeze.freeze_step.assign_add(1)
-            extra_logs["freeze_depth"] = keras.ops.convert_to_tensor(float(self._boost_depth))
+            extra_logs["freeze_depth"] = keras.ops.convert_to_tensor(self._boost_depth, "int32")
         logs = {**self.compute_metrics(x, y, y_pred, sample_weight), **extra_logs}
         return self._boost_distributed_logs(logs)
 
@@ -704,12 +860,24 @@ class BoostModel(keras.Model):
         loss_scale = self._boost_loss_scale_arg
         if isinstance(loss_scale, DynamicLossScale):
             loss_scale = loss_scale.get_config()
-        config.update(
-            boost_level=self.boost_level,
-            boost_config_dict=self.boost_config,
-            loss_scale=loss_scale,
-        )
+        choice = self.precision_choice
+        config.update(self._boost_arguments(), loss_scale=loss_scale,
+                      precision_choice=None if choice is None else choice.get_config())
         return config
+
+    def _boost_arguments(self):
+        """The constructor's boost arguments that give a model these settings."""
+        return {
+            "boost_level": self.boost_level,
+            "boost_config_dict": self.boost_config,
+            "loss_scale": self._boost_loss_scale_arg,
+            "precision_choice": self.precision_choice,
+        }
+
+    def _run_through_graph(self, *args, **kwargs):
+        outputs = super()._run_through_graph(*args, **kwargs)
+        _note_graph_run(self, outputs)  # for keras.models.clone_model (see _graph_copy_source)
+        return outputs
 
 
 def _steps_per_update(optimizer):
@@ -736,3 +904,13 @@ class _FreezeScheduleCallback(keras.callbacks.Callback):
             planner.total_steps = end
         if freeze.built:
             self.model._boost_step = int(keras.ops.convert_to_numpy(freeze.freeze_step))
+
+
+class _BoostReportCallback(keras.callbacks.Callback):
+    """Prints `BoostModel.boost_summary()` once, at the end of `fit`, when
+    `verbose` is not 0 (after the progress bar, through Keras' printer)."""
+
+    def on_train_end(self, logs=None):
+        line = self.model.boost_summary()
+        if line and self.params.get("verbose"):
+            io_utils.print_msg(line)

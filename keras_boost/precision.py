@@ -8,11 +8,14 @@ it. So `"auto"` measures instead of guessing:
 - `with_precision(model, policy)`: a copy of a functional or Sequential
   model whose floating-point layers compute in `policy` (weights copied;
   the input model and the global dtype policy are untouched);
-- `choose_precision(model, x=None, ...)`: times a few training steps of
-  such a copy at each candidate precision, keeps the fastest whose loss
-  stays finite (a mixed policy must beat float32 by `margin`, so noise does
-  not pick it), and returns a `PrecisionChoice` report; results are cached
-  per model signature for the process;
+- `choose_precision(model, x=None, ...)`: times training steps of such a
+  copy at each candidate precision, in rounds that time one step of every
+  candidate back to back, and keeps the candidate with the lowest median
+  ratio to float32 whose loss stays finite, if that median beats float32
+  by `margin` (load on the machine slows both steps of a round alike, so
+  it cancels in the ratio; the median ignores a round one slowed step
+  spoiled). Returns a `PrecisionChoice` report; results are cached per
+  model signature for the process, and `BoostModel` saves the choice;
 - `resolve_precision(model, precision)`: what `BoostModel.from_model` and
   `AutoBoost.network_auto_process_model` call for the config value.
 
@@ -179,29 +182,57 @@ class PrecisionChoice:
         errors: candidate -> why it could not run.
         signature: the cache key (a hash of the model's structure, the
             backend and the batch size).
+        margin: how much faster than float32 a mixed policy had to be.
+        ratios: candidate -> median of its paired ratios to float32 (what
+            the decision compares with `1 - margin`).
         cached: whether this came from the cache.
+
+    Example:
+
+    ```python
+    choice = choose_precision(model)
+    choice.summary_line()   # "precision mixed_bfloat16 (measured: ..., 0.81x float32)"
+    PrecisionChoice.from_config(choice.get_config()).policy == choice.policy
+    ```
     """
 
-    def __init__(self, policy, seconds_per_step, finite, errors, signature, margin):
+    def __init__(self, policy, seconds_per_step, finite, errors, signature, margin, ratios=None):
         self.policy = policy
         self.seconds_per_step = dict(seconds_per_step)
         self.finite = dict(finite)
         self.errors = dict(errors)
         self.signature = signature
         self.margin = margin
+        self.ratios = dict(ratios or {})
         self.cached = False
 
+    def get_config(self):
+        """The choice as a JSON-ready dict (`BoostModel` saves it)."""
+        return {
+            "policy": self.policy, "seconds_per_step": self.seconds_per_step, "finite": self.finite,
+            "errors": self.errors, "signature": self.signature, "margin": self.margin,
+            "ratios": self.ratios,
+        }
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
     def __repr__(self):
-        return f"PrecisionChoice(policy={self.policy!r}, seconds_per_step={self.seconds_per_step!r})"
+        return f"PrecisionChoice(policy={self.policy!r}, ratios={self.ratios!r})"
+
+    def summary_line(self):
+        """The choice in a few words, for `BoostModel.boost_summary`."""
+        measured = ", ".join(f"{name} {ratio:.2f}x float32" for name, ratio in self.ratios.items())
+        return f"precision {self.policy} (measured: {measured or 'float32 only'})"
 
     def __str__(self):
-        base = self.seconds_per_step.get("float32")
         lines = [f"precision: {self.policy}" + (" (cached)" if self.cached else "")]
         for name, seconds in self.seconds_per_step.items():
             if seconds is None:
                 lines.append(f"  {name}: cannot run ({self.errors.get(name, 'unknown')})")
                 continue
-            ratio = f", {seconds / base:.2f}x float32" if base else ""
+            ratio = f", {self.ratios[name]:.2f}x float32 (median of paired steps)" if name in self.ratios else ""
             finite = "" if self.finite.get(name, True) else ", loss not finite"
             lines.append(f"  {name}: {1e3 * seconds:.1f} ms/step{ratio}{finite}")
         lines.append(f"  (a mixed policy is kept only when {100 * self.margin:.0f}% faster than float32)")
@@ -247,18 +278,20 @@ def time_training_steps(model, x, steps):
     """Median seconds of `steps` training steps of `model` on the batch `x`,
     and whether every loss was finite (the default timer).
 
-    The model is compiled with SGD at learning rate 0 (the weights do not
-    move) and the mean square of its outputs as the loss: the cost of a
-    step is that of the real one (forward, backward, update) without
-    needing the user's labels or loss. The first call (compilation) is not
-    timed.
+    On its first call for a model (a copy `choose_precision` made) the
+    model is compiled with SGD at learning rate 0 (the weights do not move)
+    and the mean square of its outputs as the loss, and one untimed step
+    traces it: the cost of a step is then that of the real one (forward,
+    backward, update) without needing the user's labels or loss.
     """
-    model.compile(optimizer=keras.optimizers.SGD(0.0), loss=lambda _, y_pred: keras.ops.mean(
-        keras.ops.square(keras.ops.cast(y_pred, "float32"))))
     y = keras.tree.map_structure(lambda t: np.zeros((len(keras.tree.flatten(x)[0]), *t.shape[1:]),
                                                     "float32"), model.outputs)
     y = y[0] if len(model.outputs) == 1 else y
-    losses = [float(np.asarray(model.train_on_batch(x, y)).reshape(-1)[0])]
+    losses = []
+    if not model.compiled:
+        model.compile(optimizer=keras.optimizers.SGD(0.0), loss=lambda _, y_pred: keras.ops.mean(
+            keras.ops.square(keras.ops.cast(y_pred, "float32"))))
+        losses.append(float(np.asarray(model.train_on_batch(x, y)).reshape(-1)[0]))
     times = []
     for _ in range(steps):
         start = time.perf_counter()
@@ -271,11 +304,16 @@ def choose_precision(model, x=None, candidates=PRECISIONS, batch_size=32, steps=
                      timer=None, use_cache=True):
     """Times `model` at each candidate precision and keeps the fastest.
 
-    Each candidate runs on a copy (`with_precision`); one that raises (the
-    backend or device cannot compute in it) or whose loss is not finite is
-    skipped, with the reason in the report. A mixed policy is kept only
-    when it is at least `margin` faster than float32 (timing noise on a
-    shared machine is a few percent).
+    Each candidate runs on a copy (`with_precision`). The copies are timed
+    in `steps` rounds; a round times one step of every candidate back to
+    back (in alternating order), and each candidate's step is divided by
+    float32's of the same round. A mixed policy is kept only when the
+    median of its paired ratios is below `1 - margin`; of those, the lowest
+    median wins. Load on a shared machine slows both steps of a round alike
+    and cancels in their ratio, and the median ignores the rounds a single
+    slowed step spoiled, so the decision does not flip with the load. A
+    candidate that raises (the backend or device cannot compute in it) or
+    whose loss is not finite is skipped, with the reason in the report.
 
     Args:
         model: a built functional or Sequential model.
@@ -283,10 +321,12 @@ def choose_precision(model, x=None, candidates=PRECISIONS, batch_size=32, steps=
             normal noise of the model's input shapes.
         candidates: policies to try; float32 is always among them.
         batch_size: rows per timed step.
-        steps: timed steps per candidate (after one untimed compile step).
+        steps: rounds (timed steps per candidate, after one untimed compile
+            step), at least 3.
         margin: how much faster than float32 a mixed policy must be.
-        timer: `timer(model_copy, x, steps) -> (seconds_per_step, finite)`;
-            default `time_training_steps` (tests pass a fake one).
+        timer: `timer(model_copy, x, steps) -> (seconds_per_step, finite)`,
+            called with `steps=1` once per round for each copy; default
+            `time_training_steps` (tests pass a fake clock).
         use_cache: reuse an earlier choice for the same model signature in
             this process.
 
@@ -306,36 +346,60 @@ def choose_precision(model, x=None, candidates=PRECISIONS, batch_size=32, steps=
         _check_policy(candidate)
     if not 0.0 <= margin < 1.0:
         raise ValueError(f"margin must be in [0, 1), got {margin!r}.")
-    if int(steps) < 1 or int(batch_size) < 1:
-        raise ValueError(f"steps and batch_size must be >= 1, got steps={steps!r}, batch_size={batch_size!r}.")
+    if int(steps) < 3 or int(batch_size) < 1:
+        raise ValueError(
+            f"steps must be >= 3 (a median of paired timings) and batch_size >= 1, got "
+            f"steps={steps!r}, batch_size={batch_size!r}."
+        )
     key = f"{signature(model, batch_size, candidates)}-{margin}-{int(steps)}"
     if use_cache and timer is None and key in _CACHE:
         cached = _CACHE[key]
         cached.cached = True
         return cached
     x = _synthetic_inputs(model, batch_size) if x is None else _first_rows(x, batch_size)
-    timer = timer or time_training_steps
-    seconds, finite, errors = {}, {}, {}
+    default_timer = timer is None
+    times, finite, errors = _paired_rounds(model, x, candidates, int(steps), timer or time_training_steps)
+    if "float32" in errors:
+        raise RuntimeError(f"precision='auto': the model cannot train in float32 here: {errors['float32']}")
+    ratios = {c: float(np.median(np.divide(times[c], times["float32"]))) for c in times if c != "float32"}
+    fast = [c for c, ratio in ratios.items() if finite[c] and ratio < 1.0 - margin]
+    best = min(fast, key=ratios.get, default="float32")
+    seconds = {c: float(np.median(times[c])) if c in times else None for c in candidates}
+    choice = PrecisionChoice(best, seconds, finite, errors, key, margin, ratios)
+    if default_timer:
+        _CACHE[key] = choice
+    return choice
+
+
+def _paired_rounds(model, x, candidates, rounds, timer):
+    """Per candidate that runs: its step seconds per round, whether every
+    loss was finite; and, for the others, why they cannot run."""
+    copies, errors = {}, {}
     for candidate in candidates:
         try:
             copy = with_precision(model, candidate)
             if copy is model:  # time a copy, never the user's model
                 copy = keras.models.clone_model(model)
                 copy.set_weights(model.get_weights())
-            seconds[candidate], finite[candidate] = timer(copy, x, int(steps))
+            # Keras' own train step: the policy's cost, not a BoostModel level's.
+            copies[candidate] = keras.Model(copy.input, copy.output)
         except Exception as error:  # noqa: BLE001 - any failure means "cannot run here"
-            seconds[candidate], errors[candidate] = None, f"{type(error).__name__}: {error}"[:200]
-    if seconds["float32"] is None:
-        raise RuntimeError(f"precision='auto': the model cannot train in float32 here: {errors['float32']}")
-    best = "float32"
-    for candidate in candidates[1:]:
-        fast = seconds[candidate] is not None and finite[candidate]
-        if fast and seconds[candidate] < (1.0 - margin) * seconds[best]:
-            best = candidate
-    choice = PrecisionChoice(best, seconds, finite, errors, key, margin)
-    if timer is time_training_steps:
-        _CACHE[key] = choice
-    return choice
+            errors[candidate] = f"{type(error).__name__}: {error}"[:200]
+    times = {c: [] for c in copies}
+    finite = dict.fromkeys(copies, True)
+    for r in range(rounds):
+        # Alternating order: a slow drift of the machine favours no candidate.
+        for candidate in list(times)[:: 1 if r % 2 == 0 else -1]:
+            if candidate in errors:
+                continue
+            try:
+                seconds, ok = timer(copies[candidate], x, 1)
+            except Exception as error:  # noqa: BLE001
+                errors[candidate] = f"{type(error).__name__}: {error}"[:200]
+                continue
+            times[candidate].append(seconds)
+            finite[candidate] = finite[candidate] and ok
+    return {c: t for c, t in times.items() if c not in errors}, finite, errors
 
 
 def resolve_precision(model, precision):

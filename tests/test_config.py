@@ -35,7 +35,7 @@ def test_resolved_config_is_complete_with_mindspore_defaults():
         assert set(resolved[section]) == set(keys)
     assert resolved["grad_freeze"] == {
         "param_groups": 10, "freeze_type": 1, "freeze_p": 0.7, "total_steps": 65536,
-        "seed": None, "adaptive_depths": True, "min_run_saving": 0.05,
+        "seed": None, "adaptive_depths": True, "min_run_saving": 0.05, "depths": "auto",
     }
     assert resolved["less_bn"] == {"fn_flag": True, "gc_flag": True}
     # device_number: "auto" (the strategy's replicas per worker), not

@@ -134,6 +134,43 @@ def test_fewer_blocks_than_groups_warns():
     assert all(len(g) == len(model.trainable_variables) for g in groups)
 
 
+SMALL_O1 = {"boost": {"mode": "manual", "less_bn": False}, "grad_freeze": {"seed": 0, "total_steps": 200}}
+
+
+def freezing_warnings(caught):
+    return [str(w.message) for w in caught if issubclass(w.category, NoEffectWarning)
+            and "nothing is ever frozen" in str(w.message)]
+
+
+@pytest.mark.parametrize("how", ["BoostModel", "wrap"])
+def test_default_o1_fits_the_groups_to_a_small_model_quietly(how):
+    # 3 blocks: MindSpore's param_groups=10 would make 10 copies of the whole
+    # network (nothing frozen); the level's default makes one group per block.
+    x, y = regression_data(n=32)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if how == "BoostModel":
+            model = boost.BoostModel(*deep_graph(depth=2), boost_level="O1", boost_config_dict=SMALL_O1)
+            model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+        else:
+            model = keras.Model(*deep_graph(depth=2))
+            model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.01), "O1", SMALL_O1), loss="mse")
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    assert freezing_warnings(caught) == []
+    freeze = boost.optimizers.find_in_chain(model.optimizer, boost.FreezeOptimizer)
+    assert freeze.group_count == 3
+    assert set(freeze.schedule_table()) == {0, 1, 2}  # MindSpore's schedule over 3 groups
+    assert [len(freeze.trained_indices(d)) for d in range(3)] == [8, 6, 2]  # bn1 joins dense1
+
+
+def test_an_explicit_param_groups_keeps_its_meaning_and_the_warning():
+    config = {**SMALL_O1, "grad_freeze": {"param_groups": 10}}
+    model = boost.BoostModel(*deep_graph(depth=2), boost_level="O1", boost_config_dict=config)
+    with pytest.warns(NoEffectWarning, match="has 3 block.*param_groups=10.*leave param_groups out"):
+        model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    assert model._boost_freeze_optimizer().group_count == 10
+
+
 def test_freeze_optimizer_bad_input():
     model = keras.Model(*deep_graph())
     groups = boost.GradientFreeze().split_parameters_groups(model, 2)

@@ -122,11 +122,63 @@ def test_auto_needs_the_margin_to_leave_float32():
 
 def test_auto_measures_once_per_model_signature():
     model = plain_model()
-    first = choose_precision(model, candidates=["mixed_bfloat16"], steps=1, batch_size=8)
+    first = choose_precision(model, candidates=["mixed_bfloat16"], steps=3, batch_size=8)
     assert not first.cached and first.seconds_per_step["float32"] > 0
-    again = choose_precision(keras.Model(*dense_graph(seed=3)), candidates=["mixed_bfloat16"], steps=1,
+    again = choose_precision(keras.Model(*dense_graph(seed=3)), candidates=["mixed_bfloat16"], steps=3,
                              batch_size=8)
     assert again.cached and again.policy == first.policy  # same structure, same answer
+
+
+def loaded_clock(times, load):
+    """A fake timer: a step of `policy` takes `times[policy]` seconds times
+    the machine's load at that moment (`load(call)`, call = steps timed so far)."""
+    calls = []
+
+    def timer(model, x, steps):
+        policy = model.layers[-1].dtype_policy.name
+        seconds = [times[policy] * load(len(calls) + i) for i in range(steps)]
+        calls.extend(seconds)
+        return float(np.median(seconds)), True
+
+    return timer
+
+
+@pytest.mark.parametrize("load", [
+    lambda call: 2.0 if call < 5 else 1.0,      # a job that ends during the timing
+    lambda call: 1.0 + (call // 2) % 2,         # load switching every two steps
+    lambda call: 3.0 if call in (1, 4) else 1.0,  # two slowed steps
+], ids=["job-ends", "alternating", "spikes"])
+def test_auto_decision_does_not_flip_with_machine_load(load):
+    # bfloat16 is 0.85x float32 here: whatever the load does while timing,
+    # the paired rounds see 0.85x and keep it, and 1.02x never passes.
+    model = plain_model()
+    for ratio, kept in [(0.85, "mixed_bfloat16"), (1.02, "float32")]:
+        timer = loaded_clock({"float32": 0.010, "mixed_bfloat16": 0.010 * ratio}, load)
+        choice = choose_precision(model, candidates=["mixed_bfloat16"], timer=timer)
+        assert choice.policy == kept
+        assert choice.ratios["mixed_bfloat16"] == pytest.approx(ratio)
+
+
+def test_auto_needs_a_median_of_paired_steps():
+    with pytest.raises(ValueError, match=r"steps must be >= 3 \(a median of paired timings\).*steps=2"):
+        choose_precision(plain_model(), steps=2)
+
+
+def test_the_precision_choice_is_always_an_attribute_and_saved(monkeypatch, tmp_path):
+    # float32 kept (the model is not copied): the choice was once lost.
+    monkeypatch.setattr(boost.precision, "_CACHE", {})
+    monkeypatch.setattr(boost.precision, "time_training_steps", fake_timer(
+        {"float32": 0.010, "mixed_float16": 0.012, "mixed_bfloat16": 0.011}))
+    assert boost.BoostModel(*dense_graph(seed=0)).precision_choice is None
+    boosted = boost.BoostModel.from_model(plain_model(), "O0", {"common": {"precision": "auto"}})
+    assert boosted.precision_choice.policy == "float32"
+    assert boosted.boost_config["common"]["precision"] == "float32"  # pinned: no timing on reload
+    assert "precision float32 (measured: mixed_float16 1.20x float32" in boosted.boost_summary()
+    boosted.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    boosted.save(tmp_path / "m.keras")
+    loaded = keras.saving.load_model(tmp_path / "m.keras")
+    assert loaded.precision_choice.get_config() == boosted.precision_choice.get_config()
+    assert keras.models.clone_model(loaded).precision_choice.policy == "float32"
 
 
 def test_auto_through_from_model_reports_and_keeps_its_choice(caplog, capsys, tmp_path):

@@ -235,3 +235,37 @@ def test_freezing_with_steps_per_execution_is_refused_before_compiling():
         model.compile(optimizer=keras.optimizers.SGD(), loss="mse", steps_per_execution=4)
     assert not model.compiled
     model.compile(optimizer=keras.optimizers.SGD(), loss="mse")  # and then it compiles fine
+
+
+# --- what the level did: one line at the end of fit ------------------------------
+
+
+def summary_lines(capsys):
+    return [line for line in capsys.readouterr().out.splitlines() if line.startswith("keras_boost ")]
+
+
+def test_fit_says_once_what_the_level_did(capsys):
+    model = boost.BoostModel(*dense_graph(), boost_level="O1", boost_config_dict={"grad_freeze": {"seed": 0}})
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    x, y = regression_data(n=16)
+    model.fit(x, y, batch_size=8, epochs=2, verbose=2)
+    lines = summary_lines(capsys)
+    assert lines == [model.boost_summary()]
+    # A dense net: no BN in LessBN's patterns; two blocks (d1 with its BN,
+    # the head): two groups, not param_groups=10; the full step is still
+    # being timed after 4 steps.
+    assert lines[0] == (f"keras_boost O1 on {model.name!r}: no BatchNormalization for LessBN to remove; "
+                        "freezing in 2 groups: undecided (the full step is timed on the first steps); "
+                        "no loss scaling.")
+    model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    assert summary_lines(capsys) == []  # verbose=0 prints nothing
+
+
+def test_o0_prints_no_summary(capsys):
+    model = make(boost.BoostModel)
+    x, y = regression_data(n=16)
+    model.fit(x, y, batch_size=8, epochs=1, verbose=2)
+    assert model.boost_summary() == "" and summary_lines(capsys) == []
+    scaled = make(boost.BoostModel, loss_scale="dynamic")
+    scaled.fit(x, y, batch_size=8, epochs=1, verbose=2)
+    assert summary_lines(capsys) == [f"keras_boost O0 on {scaled.name!r}: dynamic loss scaling (scale now 32768)."]

@@ -110,7 +110,7 @@ def train_step(model, state, data):
     if freeze is not None:  # the schedule advances on every step
         pos = _positions(optimizer.variables, [freeze.freeze_step])[0]
         optimizer_vars[pos] = optimizer_vars[pos] + 1
-        extra_logs["freeze_depth"] = ops.convert_to_tensor(float(model._boost_depth))
+        extra_logs["freeze_depth"] = ops.convert_to_tensor(model._boost_depth, "int32")
     logs, metrics_vars = model._update_metrics_variables(
         metrics_vars, loss, x, y, y_pred, sample_weight
     )

@@ -14,6 +14,8 @@ def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
     model._loss_tracker.update_state(
         loss, sample_weight=next(i for i in tree.flatten(x) if i is not None).shape[0]
     )
+    if not trained:  # a model that trains nothing (autograd.grad refuses no inputs)
+        return y_pred, []
     scaled = optimizer.scale_loss(loss)
     # autograd.grad (not backward) only runs the graph that leads to `trained`.
     grads = torch.autograd.grad(

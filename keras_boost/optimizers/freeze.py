@@ -51,7 +51,13 @@ class FreezeOptimizer(OptimizerWrapper):
         schedule: dict(param_groups, freeze_type, freeze_p, total_steps,
             seed), as `GradientFreeze` takes them: generate MindSpore's
             schedule once the number of steps is known (`BoostModel.fit`
-            sets it; elsewhere a 65536-step table, cycled).
+            sets it; elsewhere a 65536-step table, cycled). With
+            `adaptive_depths` (the default unless `param_groups` is given),
+            groups computed at build are fitted to the model: at most one
+            per block.
+        planner_state: the measurements `BoostModel`'s depth planner
+            decided from (`DepthPlanner.state()`), kept in the config so a
+            reloaded model decides the same without timing.
         name: optional name.
 
     Example:
@@ -65,7 +71,7 @@ class FreezeOptimizer(OptimizerWrapper):
 
     def __init__(
         self, optimizer, train_parameter_groups=None, train_strategy=None, schedule=None,
-        name=None, **kwargs,
+        planner_state=None, name=None, **kwargs,
     ):
         super().__init__(optimizer, name=name or "freeze_optimizer", **kwargs)
         if train_strategy is not None and train_parameter_groups is None:
@@ -77,6 +83,7 @@ class FreezeOptimizer(OptimizerWrapper):
         self._schedule_spec = None if schedule is None else _check_schedule(schedule)
         self.train_strategy = _check_strategy(train_strategy, self._group_spec)
         self._model_driven = False
+        self.planner_state = planner_state
         self._warned_no_saving = False
         self._tables = None  # NumPy schedule and group masks, built on first use
 
@@ -118,19 +125,28 @@ class FreezeOptimizer(OptimizerWrapper):
 
     # --- state -------------------------------------------------------------
 
+    @property
+    def fits_groups_to_model(self):
+        """True when the groups come from the level's default `param_groups`,
+        fitted to the model (not chosen by the user)."""
+        return self._schedule_spec is not None and self._schedule_spec["adaptive_depths"]
+
     def build(self, var_list):
         var_list = list(var_list)
-        if self._group_spec is None and self._schedule_spec is not None:
+        if self._group_spec is None and self._schedule_spec is not None and var_list:
             blocks = variable_blocks(var_list)
             groups = groups_from_blocks(
-                blocks, self._schedule_spec["param_groups"], "variable list"
+                blocks, self._schedule_spec["param_groups"], "variable list",
+                fit=self.fits_groups_to_model,
             )
             positions = {id(v): i for i, v in enumerate(var_list)}
             self._group_spec = [[positions[id(v)] for v in g] for g in groups]
         self._group_indices = _group_indices(self._group_spec, var_list)
-        if len(self._group_indices) == 1:
+        # A BoostModel at the level's default reports this at the end of fit.
+        if len(self._group_indices) == 1 and not (self._model_driven and self.fits_groups_to_model):
+            what = f"{len(var_list)} variable(s) in one group" if var_list else "no trainable variable"
             warnings.warn(
-                "FreezeOptimizer has a single group: every step trains every "
+                f"{self.name}: the model has {what}, so every step trains every "
                 "variable and nothing is frozen.",
                 NoEffectWarning,
                 stacklevel=3,
@@ -186,8 +202,11 @@ class FreezeOptimizer(OptimizerWrapper):
         if spec["total_steps"] != "auto":  # a fixed length wins
             total_steps = spec["total_steps"]
         self._tables = None
+        # Once known, the groups may be fewer than param_groups (fitted to the model).
+        known = self._group_spec is not None or self.built
+        groups = self.group_count if known else spec["param_groups"]
         self.train_strategy = freeze_schedule.generate_freeze_index_sequence(
-            spec["param_groups"], spec["freeze_type"], spec["freeze_p"], int(total_steps),
+            groups, spec["freeze_type"], spec["freeze_p"], int(total_steps),
             np.random.default_rng(spec["seed"]),
         )
 
@@ -320,6 +339,7 @@ class FreezeOptimizer(OptimizerWrapper):
             train_parameter_groups=groups,
             train_strategy=self.train_strategy,
             schedule=self._schedule_spec,
+            planner_state=self.planner_state,
         )
         return config
 
@@ -337,7 +357,8 @@ def _check_groups(groups):
         )
     checked = []
     for i, group in enumerate(groups):
-        if not isinstance(group, (list, tuple)) or not group:
+        # [[]]: the one group of a model that trains nothing.
+        if not isinstance(group, (list, tuple)) or (not group and len(groups) > 1):
             raise TypeError(
                 f"train_parameter_groups[{i}] must be a non-empty list of "
                 f"variables, got {group!r}."
