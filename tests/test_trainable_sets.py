@@ -28,13 +28,6 @@ def base_model():
     return keras.Model(inputs, keras.layers.Dense(3, kernel_initializer=init, name="head")(h))
 
 
-def trained(model, how, level, config):
-    """`model` ready to compile: boosted by `how` ("plain", "from_model", "wrap")."""
-    if how == "from_model":
-        return boost.BoostModel.from_model(model, level, config)
-    return model
-
-
 def compile_and_fit(model, how, level, config):
     optimizer = keras.optimizers.SGD(0.05, momentum=0.9)
     if how == "wrap":
@@ -56,7 +49,7 @@ def moved_paths(model, before):
 def test_a_model_that_trains_nothing_runs_like_keras(how, level, config):
     model = base_model()
     model.trainable = False
-    boosted = trained(model, how, level, config)
+    boosted = boost.BoostModel.from_model(model, level, config) if how == "from_model" else model
     before = to_numpy(boosted.weights)
     compile_and_fit(boosted, how, level, config)
     for a, b in zip(before, to_numpy(boosted.weights)):
@@ -70,7 +63,7 @@ def test_a_model_that_trains_nothing_runs_like_keras(how, level, config):
 @pytest.mark.parametrize("how", ["from_model", "wrap"])
 def test_transfer_learning_trains_what_keras_trains_in_each_phase(how, level, config):
     reference, model = base_model(), base_model()
-    boosted = trained(model, how, level, config)
+    boosted = boost.BoostModel.from_model(model, level, config) if how == "from_model" else model
     phases = [
         # Phase 1: the base is frozen, the top and head learn.
         lambda m: [setattr(m.get_layer(f"base{i}"), "trainable", False) for i in range(3)],
