@@ -208,7 +208,7 @@ class DepthPlanner:
         # Rule 1: the shallowest depth with the same trained set.
         self.alias = [next(e for e in range(d + 1) if groups[e] == groups[d])
                       for d in range(len(groups))]
-        self.pinned = None if depths is None else self._check_depths(depths, "depths")
+        self.pinned = None if depths is None else self._check_depths(depths, "grad_freeze.depths")
         self._table = None
         self.total_steps = None
         self.traced = []          # depths with a function, in tracing order
@@ -227,7 +227,7 @@ class DepthPlanner:
         bad = [d for d in depths if not 0 <= int(d) < self.num_depths]
         if bad:
             raise ValueError(
-                f"grad_freeze.{where} lists depth(s) {bad}, but this model has {self.num_depths} "
+                f"{where} lists depth(s) {bad}, but this model has {self.num_depths} "
                 f"freeze depth(s), 0..{self.num_depths - 1}: give depths in that range (or 'auto')."
             )
         return sorted({self.alias[int(d)] for d in depths} | {0})
@@ -325,7 +325,7 @@ class DepthPlanner:
 
     def _restore(self, state):
         calls = {int(d): [float(c) for c in v] for d, v in state["calls"].items()}
-        self._check_depths(calls, "planner state")
+        self._check_depths(calls, "the saved planner state")
         self._calls = calls
         self._ratios = {int(d): [float(r) for r in v] for d, v in state.get("ratios", {}).items()}
         self.traced = sorted(calls)
