@@ -21,7 +21,7 @@ from keras_boost.optimizers.centralization import exclude_grouped_kernels
 from keras_boost.precision import resolve_precision
 from keras_boost.surgery.fuse_batch_norm import fuse_batch_norm
 from keras_boost.surgery.less_bn import REPORT_ATTR
-from keras_boost.surgery.less_bn import LessBN
+from keras_boost.surgery.less_bn import less_bn_for_config
 from keras_boost.validation import check_model
 from keras_boost.validation import check_optimizer
 from keras_boost.validation import has_layer_graph
@@ -139,7 +139,7 @@ class AutoBoost:
                 stacklevel=4,
             )
             return model
-        return LessBN(model, fn_flag=self._config["less_bn"]["fn_flag"])
+        return less_bn_for_config(model, self._config["less_bn"])
 
     def _fuse_batch_norm(self, model):
         if not has_layer_graph(model):
@@ -162,8 +162,9 @@ class AutoBoost:
 
         With less_bn on: a model that already came out of LessBN (e.g. the
         one `network_auto_process_train` returned) is returned as is; any
-        other model gets `LessBN(model, fn_flag)` with the config's `fn_flag`,
-        so its layers (and weights) line up with the training model's.
+        other model gets the same surgery as in training (the config's
+        `fn_flag` and `remove_pretrained_bn`), so its layers (and weights)
+        line up with the training model's.
         (MindSpore passes `fn_flag=False` here because its head swap happened
         in place on the shared backbone; Keras surgery makes a new model.)
         """
@@ -171,7 +172,7 @@ class AutoBoost:
         check_implemented(self._config)
         if self._config["boost"]["less_bn"]:
             if getattr(model, REPORT_ATTR, None) is None and has_layer_graph(model):
-                model = LessBN(model, fn_flag=self._config["less_bn"]["fn_flag"])
+                model = less_bn_for_config(model, self._config["less_bn"])
         return model
 
 

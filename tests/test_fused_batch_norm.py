@@ -154,6 +154,28 @@ def test_fuse_batch_norm_copies_and_trains_like_the_original(nested):
         np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-4)
 
 
+@pytest.mark.skipif(not FUSED_BACKEND, reason="JAX has no fused kernel: fuse_batch_norm changes nothing there")
+def test_fused_copy_of_a_frozen_block_stays_frozen_and_trains_like_the_original():
+    model = small_cnn(nested=True)
+    model.get_layer("block").trainable = False
+    fused = boost.surgery.fuse_batch_norm(model)
+    block = fused.get_layer("block")
+    assert block.trainable is False and not any(l.trainable for l in block.layers)
+    assert isinstance(block.layers[-1], FusedBatchNormalization)
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(16, 8, 8, 1)).astype("float32"), rng.integers(0, 3, size=16)
+    trained = []
+    for m in (fused, model):
+        m.compile(optimizer=keras.optimizers.SGD(0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        m.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+        trained.append(m.get_weights())
+    for a, b in zip(*trained):  # the frozen BN normalized with its moving statistics in both
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    block.trainable = True  # unfreezing the copy reaches its layers, as on the original
+    assert len(fused.trainable_variables) == len(model.trainable_variables) + 4
+
+
 def test_fuse_batch_norm_round_trips_through_keras_file(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", boost.NoEffectWarning)  # JAX: returned unchanged

@@ -242,7 +242,10 @@ def test_keras_applications_counts(name, kwargs, removed, total):
 
 
 def randomize(model, removed, seed=0):
-    """Random weights everywhere; removed BNs set to the identity."""
+    """Random weights everywhere; removed BNs set to the identity.
+
+    Their moving statistics then look trained, so LessBN needs
+    `remove_pretrained_bn=True` to remove them."""
     rng = np.random.default_rng(seed)
     for layer in model.layers:
         if isinstance(layer, L.BatchNormalization):
@@ -268,7 +271,8 @@ def test_outputs_equal_original_when_removed_bns_are_identity(build):
     randomize(model, set(report.removed_names))
     x = np.random.default_rng(1).normal(size=(4,) + tuple(model.input_shape[1:])).astype("float32")
     expected = keras.ops.convert_to_numpy(model(x, training=False))
-    new = boost.LessBN(model)
+    new = boost.LessBN(model, remove_pretrained_bn=True)
+    assert new.less_bn_report.num_removed == report.num_removed
     got = keras.ops.convert_to_numpy(new(x, training=False))
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     # The check has teeth: a removed BN that is not the identity changes the output.
@@ -287,7 +291,7 @@ def test_sequential_model():
     )
     randomize(model, {"head_bn"})
     x = np.random.default_rng(0).normal(size=(2, 8, 8, 3)).astype("float32")
-    new = boost.LessBN(model)
+    new = boost.LessBN(model, remove_pretrained_bn=True)
     assert isinstance(new, keras.Sequential)
     assert bn_names(new) == ["bn0"]
     assert new.less_bn_report.removed[0].pattern == "InvertedResidual2"
@@ -311,14 +315,16 @@ def test_nested_sub_model_is_matched_on_its_own_graph():
 
 def test_input_model_untouched_and_independent_of_the_new_one():
     model = residual_cnn(seed=0)
-    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.compile(optimizer=keras.optimizers.SGD(0.1),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     names, before = [l.name for l in model.layers], to_numpy(model.weights)
     new = boost.LessBN(model, fn_flag=True)
     assert [l.name for l in model.layers] == names
     assert not set(map(id, new.weights)) & set(map(id, model.weights))
+    assert isinstance(new.get_layer("logits"), boost.layers.NormalizedDense)
     assert new.compiled  # re-compiled from the original's compile config
     x = np.random.default_rng(0).random((8, 28, 28, 1)).astype("float32")
-    new.fit(x, np.zeros((8, 10), "float32"), epochs=1, verbose=0)
+    new.fit(x, np.zeros((8,), "int32"), epochs=1, verbose=0)
     for a, b in zip(before, to_numpy(model.weights)):
         np.testing.assert_array_equal(a, b)
 
@@ -371,7 +377,8 @@ def test_fn_flag_swaps_a_linear_or_softmax_head_with_the_numpy_formula(activatio
     model, features = features_and_head(activation)
     report = find_less_bn(model)
     randomize(model, set(report.removed_names))  # removed BNs: identity, so features agree
-    new = boost.LessBN(model, fn_flag=True)
+    new = boost.LessBN(model, fn_flag=True, remove_pretrained_bn=True)
+    assert new.less_bn_report.num_removed == report.num_removed
     head = new.get_layer("logits")
     assert isinstance(head, boost.layers.NormalizedDense)
     x = np.random.default_rng(2).random((4, 28, 28, 1)).astype("float32")
@@ -447,6 +454,179 @@ def test_head_scale_rule_on_random_inputs():
     np.testing.assert_allclose(y.std(), s / np.sqrt(x.shape[1]), rtol=0.03)
     # Much wider than MindSpore's unit scale, whose cosine logits have std 1/sqrt(64).
     assert s > 5
+
+
+# --- which heads fn_flag swaps, and what they keep (issue 28, class 2) ----------------
+
+
+def two_heads(compiled):
+    """A softmax classifier and a linear regression head, the regression one
+    last in `model.layers` (the Dense the old rule swapped)."""
+    image, features = keras.Input((8, 8, 3), name="image"), keras.Input((5,), name="features")
+    x = L.BatchNormalization(name="tail_bn")(L.Conv2D(4, 1, use_bias=False)(image))
+    cls = L.Dense(3, activation="softmax", name="cls")(L.GlobalAveragePooling2D()(L.ReLU(6.0)(x)))
+    reg = L.Dense(2, kernel_regularizer=keras.regularizers.L2(0.1), name="reg")(features)
+    model = keras.Model([image, features], [cls, reg], name="two_heads")
+    assert model.layers[-1].name == "reg"
+    if compiled:
+        model.compile(optimizer="sgd", loss={"cls": "sparse_categorical_crossentropy", "reg": "mse"})
+    return model
+
+
+def total(losses):
+    return float(sum(np.sum(keras.ops.convert_to_numpy(l)) for l in losses))
+
+
+@pytest.mark.parametrize("compiled", [False, True])
+def test_fn_flag_swaps_the_classification_head_and_keeps_the_regression_one(compiled):
+    model = two_heads(compiled)
+    new = boost.LessBN(model, fn_flag=True)
+    assert isinstance(new.get_layer("cls"), boost.layers.NormalizedDense)
+    assert type(new.get_layer("reg")) is L.Dense
+    assert total(model.losses) > 0
+    assert total(new.losses) == pytest.approx(total(model.losses))  # reg's L2 stays
+    report = new.less_bn_report
+    assert "'cls'" in report.head and "'reg'" not in report.head
+    assert any("'reg'" in n and "regression output and kept" in n for n in report.notes)
+
+
+@pytest.mark.parametrize(
+    "loss, swapped",
+    [("mse", False), (keras.losses.MeanAbsoluteError(), False), ("categorical_crossentropy", True),
+     (keras.losses.SparseCategoricalCrossentropy(from_logits=True), True), (None, True)],
+    ids=["mse", "mae", "cce", "scce", "not_compiled"],
+)
+def test_a_linear_head_is_swapped_only_under_a_classification_loss(loss, swapped):
+    model = residual_cnn(seed=0)
+    if loss is not None:
+        model.compile(optimizer="sgd", loss=loss)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always", boost.NoEffectWarning)
+        new = boost.LessBN(model, fn_flag=True)
+    assert isinstance(new.get_layer("logits"), boost.layers.NormalizedDense) is swapped
+    notes = " ".join(new.less_bn_report.notes)
+    if loss is None:  # the bench's and the quickstart's case: logits, not compiled yet
+        assert "taken for classification logits" in notes
+    if not swapped:
+        assert "not a classification (crossentropy) loss" in notes
+        assert any("no head replaced" in str(w.message) for w in record)
+
+
+def test_swapped_head_keeps_regularizers_constraint_and_dtype_policy():
+    base = residual_cnn(seed=0)
+    head = L.Dense(
+        10, activation="softmax", kernel_regularizer=keras.regularizers.L2(0.01),
+        bias_regularizer=keras.regularizers.L2(0.5), kernel_constraint=keras.constraints.NonNeg(),
+        activity_regularizer=keras.regularizers.L1(0.001), dtype="mixed_bfloat16", name="head",
+    )
+    model = keras.Model(base.input, head(base.get_layer("pool").output))
+    model.get_layer("head").bias.assign(np.ones(10))  # a bias L2 that would show if kept
+    new = boost.LessBN(model, fn_flag=True).get_layer("head")
+    assert isinstance(new, boost.layers.NormalizedDense)
+    assert new.kernel_regularizer.get_config() == {"l2": pytest.approx(0.01)}
+    assert isinstance(new.kernel_constraint, keras.constraints.NonNeg)
+    assert new.kernel.constraint is new.kernel_constraint
+    assert new.activity_regularizer.get_config() == {"l1": pytest.approx(0.001)}
+    assert new.dtype_policy.name == "mixed_bfloat16"
+    kernel = keras.ops.convert_to_numpy(model.get_layer("head").kernel)
+    assert total(new.losses) == pytest.approx(0.01 * float(np.sum(kernel.astype(np.float64) ** 2)), rel=1e-5)
+    text = boost.LessBN(model, fn_flag=True).less_bn_report.head
+    assert "kernel, kernel_regularizer, kernel_constraint, activity_regularizer and dtype policy " \
+           "'mixed_bfloat16' kept; bias, bias_regularizer dropped" in text
+
+
+def test_frozen_head_is_kept():
+    model, _ = features_and_head("softmax")
+    model.get_layer("logits").trainable = False
+    with pytest.warns(boost.NoEffectWarning, match="'logits' is frozen"):
+        new = boost.LessBN(model, fn_flag=True)
+    assert type(new.get_layer("logits")) is L.Dense and new.get_layer("logits").trainable is False
+
+
+def test_autoboost_swaps_no_head_where_no_bn_is_removed():
+    """ResNet50V2 and EfficientNet: O1's head alone slowed early training."""
+    model = keras.Model(*dense_graph())  # Dense-BN-ReLU-Dense: no LessBN pattern
+    with pytest.warns(boost.NoEffectWarning, match="no head replaced, because no BatchNormalization"):
+        new, _ = boost.AutoBoost("O1", MANUAL_O1).network_auto_process_train(model, keras.optimizers.SGD())
+    assert new is model and type(new.get_layer("d2")) is L.Dense
+    with pytest.warns(boost.NoEffectWarning, match="no head replaced"):
+        boosted = boost.BoostModel.from_model(model, "O1", boost_config_dict=MANUAL_O1)
+    assert type(boosted.get_layer("d2")) is L.Dense
+    with pytest.warns(boost.NoEffectWarning, match="no head replaced"):
+        assert boost.AutoBoost("O1", MANUAL_O1).network_auto_process_eval(model) is model
+
+
+# --- frozen and trained BNs stay (issue 28, class 3) ------------------------------------
+
+
+def frozen_base(trainable=False):
+    """`residual_cnn` as a nested base, frozen and called with training=False,
+    under a new head: the keras-io transfer-learning shape."""
+    base = residual_cnn(seed=0)
+    base.trainable = trainable
+    inputs = keras.Input((28, 28, 1))
+    features = base(inputs, training=False)
+    return keras.Model(inputs, L.Dense(4, activation="softmax", name="new_head")(features)), base
+
+
+def test_bn_of_a_frozen_layer_or_model_is_kept_unless_opted_in():
+    model = residual_cnn(seed=0)
+    model.get_layer("stage1_block1_bn1").trainable = False
+    report = find_less_bn(model)
+    assert report.num_removed == 4 and report.protected == ("stage1_block1_bn1",)
+    assert "stage1_block1_bn1" in report.kept
+    assert any("kept because they are frozen" in n and "'stage1_block1_bn1'" in n for n in report.notes)
+    assert find_less_bn(model, remove_pretrained_bn=True).num_removed == 5
+
+    outer, _ = frozen_base()
+    with pytest.warns(boost.NoEffectWarning, match="(?s)frozen or trained.*remove_pretrained_bn"):
+        assert boost.LessBN(outer) is outer
+    assert find_less_bn(outer).protected == tuple(find_less_bn(residual_cnn(seed=0)).removed_names)
+    assert boost.LessBN(outer, remove_pretrained_bn=True).less_bn_report.num_removed == 5
+
+
+def test_trained_bn_is_kept():
+    model = residual_cnn(seed=0)
+    bn = model.get_layer("stage2_block1_proj_bn")
+    bn.moving_variance.assign(np.full(bn.moving_variance.shape, 0.7, "float32"))
+    report = boost.LessBN(model).less_bn_report
+    assert report.protected == ("stage2_block1_proj_bn",) and report.num_removed == 4
+    assert any("kept because they are trained" in n for n in report.notes)
+
+
+def test_remove_pretrained_bn_through_the_config():
+    outer, _ = frozen_base()
+    config = {"boost": {"mode": "manual", "grad_freeze": False, "fused_batch_norm": False}}
+    with pytest.warns(boost.NoEffectWarning, match="frozen or trained"):
+        kept, _ = boost.AutoBoost("O1", config).network_auto_process_train(outer, keras.optimizers.SGD())
+    assert kept is outer
+    config["less_bn"] = {"remove_pretrained_bn": True}
+    new, _ = boost.AutoBoost("O1", config).network_auto_process_train(outer, keras.optimizers.SGD())
+    assert new.less_bn_report.num_removed == 5
+    with pytest.raises(TypeError, match="less_bn.remove_pretrained_bn must be a bool"):
+        boost.AutoBoost("O1", {"less_bn": {"remove_pretrained_bn": "yes"}})
+    with pytest.raises(TypeError, match="remove_pretrained_bn must be True or False, got 1"):
+        boost.LessBN(outer, remove_pretrained_bn=1)
+
+
+@pytest.mark.parametrize("surgery", ["less_bn_head", "fuse_batch_norm"])
+def test_copy_of_a_frozen_base_can_be_unfrozen_like_the_original(surgery):
+    """On TensorFlow `base.trainable = True` is skipped when the flag is
+    already True: the copy must keep the base's False for it to reach the
+    sublayers (fine-tuning trained 2 variables instead of all)."""
+    if surgery == "fuse_batch_norm" and keras.backend.backend() == "jax":
+        pytest.skip("fuse_batch_norm makes no copy on JAX")
+    outer, base = frozen_base()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", boost.NoEffectWarning)
+        new = (boost.LessBN(outer, fn_flag=True) if surgery == "less_bn_head"
+               else boost.surgery.fuse_batch_norm(outer))
+    new_base = new.get_layer(base.name)
+    assert new_base.trainable is False
+    assert len(new.trainable_variables) == len(outer.trainable_variables) == 2
+    base.trainable = new_base.trainable = True
+    assert len(new.trainable_variables) == len(outer.trainable_variables) > 2
+    assert all(l.trainable for l in new_base.layers)
 
 
 # --- layers that cannot be copied; the input model is never changed -----------------

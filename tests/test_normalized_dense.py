@@ -109,6 +109,39 @@ def test_config_round_trip_and_model_save_load():
     )
 
 
+def test_kernel_regularizer_and_constraint_act_and_survive_save_load():
+    layer = NormalizedDense(3, kernel_regularizer=keras.regularizers.L2(0.5),
+                            kernel_constraint=keras.constraints.NonNeg(), name="fn")
+    inputs = keras.Input((4,))
+    model = keras.Model(inputs, layer(inputs))
+    kernel = keras.ops.convert_to_numpy(layer.kernel).astype(np.float64)
+    assert float(keras.ops.convert_to_numpy(model.losses[0])) == pytest.approx(0.5 * np.sum(kernel**2), rel=1e-5)
+    model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")
+    model.fit(np.ones((4, 4), "float32"), np.full((4, 3), -1.0, "float32"), epochs=2, verbose=0)
+    assert keras.ops.convert_to_numpy(layer.kernel).min() >= 0  # the constraint ran
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "fn.keras")
+        model.save(path)
+        loaded = keras.saving.load_model(path).get_layer("fn")
+    assert loaded.kernel_regularizer.get_config() == {"l2": pytest.approx(0.5)}
+    assert isinstance(loaded.kernel_constraint, keras.constraints.NonNeg)
+
+
+def test_from_dense_keeps_regularizers_constraint_dtype_and_trainable():
+    dense = keras.layers.Dense(4, kernel_regularizer="l2", bias_regularizer="l1",
+                               kernel_constraint="non_neg", activity_regularizer="l1",
+                               dtype="mixed_bfloat16")
+    dense.build((None, 6))
+    head = NormalizedDense.from_dense(dense)
+    assert head.kernel_regularizer is dense.kernel_regularizer
+    assert head.kernel_constraint is dense.kernel_constraint
+    assert head.activity_regularizer is dense.activity_regularizer
+    assert head.dtype_policy.name == "mixed_bfloat16" and head.trainable is True
+    assert len(head.losses) == 1  # the kernel's; the bias and its L1 are gone
+    dense.trainable = False
+    assert NormalizedDense.from_dense(dense).trainable is False
+
+
 def test_exact_under_mixed_float16(restore_policy):
     keras.config.set_dtype_policy("mixed_float16")
     rng = np.random.default_rng(2)

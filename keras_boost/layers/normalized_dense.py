@@ -21,8 +21,9 @@ class NormalizedDense(keras.layers.Layer):
     `sqrt(epsilon)`, MindSpore's `sqrt(max(sum(v**2), 1e-4))`), the result is
     multiplied by the trainable scalar `s` (initialized to `initial_scale`,
     1 by default as in MindSpore), and there is no bias.
-    `LessBN(model, fn_flag=True)` puts it in place of a model's last `Dense`,
-    initialized from that Dense's kernel (its bias is dropped) with the
+    `LessBN(model, fn_flag=True)` puts it in place of a model's
+    classification heads (`from_dense`: kernel, its regularizer and
+    constraint kept, bias dropped), with the
     initial scale `matched_scale(kernel)`, the Dense's logit spread: cosine
     logits in [-1, 1] (scale 1) stall the first epochs (measured in
     docs/methods/less_bn.md).
@@ -40,6 +41,10 @@ class NormalizedDense(keras.layers.Layer):
         activation: optional activation applied to `y` (e.g. the replaced
             Dense's `"softmax"`); default none (logits).
         kernel_initializer: initializer of the `(in, units)` kernel.
+        kernel_regularizer: optional regularizer of the kernel (its loss
+            is in `layer.losses`, as a Dense's).
+        kernel_constraint: optional constraint applied to the kernel after
+            each optimizer update.
         epsilon: the squared-norm floor (default `1e-4`).
         initial_scale: the initial value of the trainable scale `s`, a finite
             number > 0 (default `1.0`, MindSpore's). The logits are cosines
@@ -58,7 +63,8 @@ class NormalizedDense(keras.layers.Layer):
     """
 
     def __init__(self, units, activation=None, kernel_initializer="glorot_uniform",
-                 epsilon=1e-4, initial_scale=1.0, **kwargs):
+                 epsilon=1e-4, initial_scale=1.0, kernel_regularizer=None,
+                 kernel_constraint=None, **kwargs):
         super().__init__(**kwargs)
         if isinstance(units, bool) or not isinstance(units, int) or units < 1:
             raise ValueError(f"units must be a positive int, got {units!r}.")
@@ -67,6 +73,8 @@ class NormalizedDense(keras.layers.Layer):
         self.units = units
         self.activation = keras.activations.get(activation)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.kernel_regularizer = keras.regularizers.get(kernel_regularizer)
+        self.kernel_constraint = keras.constraints.get(kernel_constraint)
         self.epsilon = float(epsilon)
         self.initial_scale = _check_scale(initial_scale)
         self.input_spec = keras.layers.InputSpec(min_ndim=2)
@@ -82,7 +90,8 @@ class NormalizedDense(keras.layers.Layer):
         # even under a mixed policy.
         self.kernel = self.add_weight(
             name="kernel", shape=(in_features, self.units),
-            initializer=self.kernel_initializer, autocast=False,
+            initializer=self.kernel_initializer, regularizer=self.kernel_regularizer,
+            constraint=self.kernel_constraint, autocast=False,
         )
         self.scale = self.add_weight(
             name="scale", shape=(),
@@ -115,6 +124,8 @@ class NormalizedDense(keras.layers.Layer):
                 "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
                 "epsilon": self.epsilon,
                 "initial_scale": self.initial_scale,
+                "kernel_regularizer": keras.regularizers.serialize(self.kernel_regularizer),
+                "kernel_constraint": keras.constraints.serialize(self.kernel_constraint),
             }
         )
         return config
@@ -123,8 +134,10 @@ class NormalizedDense(keras.layers.Layer):
     def from_dense(cls, dense, initial_scale=1.0):
         """A `NormalizedDense` initialized from a built `keras.layers.Dense`.
 
-        Same name, units, activation and dtype policy; kernel copied, bias
-        dropped, scale `initial_scale` (default 1, MindSpore's; LessBN passes
+        Same name, units, activation, dtype policy, trainable flag, kernel
+        regularizer and constraint, and activity regularizer; kernel copied,
+        bias (with its regularizer and constraint) dropped, scale
+        `initial_scale` (default 1, MindSpore's; LessBN passes
         `matched_scale(dense.kernel)`). The new layer is built for the
         Dense's input size.
 
@@ -149,8 +162,12 @@ class NormalizedDense(keras.layers.Layer):
             dense.units,
             activation=keras.activations.serialize(dense.activation),
             initial_scale=initial_scale,
+            kernel_regularizer=dense.kernel_regularizer,
+            kernel_constraint=dense.kernel_constraint,
+            activity_regularizer=dense.activity_regularizer,
             name=dense.name,
             dtype=dense.dtype_policy,
+            trainable=dense.trainable,
         )
         kernel = ops.convert_to_numpy(dense.kernel)
         layer.build((None, kernel.shape[0]))

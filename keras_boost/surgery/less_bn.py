@@ -3,13 +3,13 @@
 One matcher (`find_less_bn`) walks a model's graph from every root layer call
 and tries the patterns of `keras_boost.surgery.patterns` in order; the BNs
 of the first full match go. `LessBN` then rebuilds the model without them
-(Functional: `keras.models.clone_model` with a `call_function` that skips
-the removed BNs; Sequential: the layer list without them). Every other layer
-is a fresh copy (`from_config(get_config())`) carrying the original's
-weights, so the input model is never mutated and training the new model
-never touches it. A layer that cannot be copied that way raises a
-`TypeError` naming it, before anything is returned. When nothing is removed
-and no head is swapped, no copy is made: the model itself is returned.
+(`keras_boost.surgery.rebuild`: Functional graphs with their operations,
+masks, shared layers and nested models, or Sequential ones). Every other
+layer is a fresh copy carrying the original's weights and trainable flags,
+so the input model is never mutated and training the new model never
+touches it. A layer that cannot be copied raises a `TypeError` naming it,
+before anything is returned. When nothing is removed and no head is
+swapped, no copy is made: the model itself is returned.
 
 Differences from MindSpore, on purpose:
 
@@ -18,10 +18,15 @@ Differences from MindSpore, on purpose:
   becomes x;
 - a BN layer shared by several calls goes only if every one of its calls
   matched;
+- a BN that is frozen (`trainable=False`, on itself or on a model enclosing
+  it) or was trained (its moving statistics left Keras' initial 0 and 1) is
+  kept unless `remove_pretrained_bn=True`: it belongs to a pretrained part
+  the user did not ask to rewrite;
 - nested Functional/Sequential sub-models are matched on their own graphs
   (a pattern does not cross a sub-model boundary);
-- `fn_flag` swaps only a last Dense with no (linear) or a softmax
-  activation, and starts the head's scale at `head_scale(dense)` instead of
+- `fn_flag` swaps only classification heads (a Dense producing a model
+  output with softmax, or linear logits trained with a crossentropy loss),
+  and starts the head's scale at `head_scale(dense)` instead of
   MindSpore's 1 (measured: docs/methods/less_bn.md).
 """
 
@@ -30,6 +35,7 @@ import itertools
 import warnings
 
 import keras
+import numpy as np
 from keras.src.models.functional import Functional
 
 from keras_boost.errors import NoEffectWarning
@@ -99,6 +105,12 @@ class _Graph:
             return list(parents) if parents else [None]
         return self._by_id[id(call)][1]
 
+    def output_operations(self):
+        """The operation producing each model output, in order (None: an input)."""
+        if self.is_sequential:
+            return [self.model.layers[-1]]
+        return [getattr(self._node_of(t), "operation", None) for t in self.model.outputs]
+
     def skip_transparent(self, call):
         while call is not None and isinstance(self.layer(call), patterns_lib.TRANSPARENT_CLASSES):
             inputs = self.inputs(call)
@@ -128,9 +140,12 @@ class LessBNReport:
         num_bn: BatchNormalization layers in the model (sub-models included).
         removed: tuple of `RemovedBN` (layer name, pattern, root layer).
         kept: names of the BatchNormalization layers that stay.
-        head: `"old Dense -> NormalizedDense (..., initial scale s)"` when
-            `fn_flag` replaced a head, else None.
-        notes: tuple of notes (shared BNs kept, head not replaced, ...).
+        head: one `"old Dense -> NormalizedDense (...)"` line per head that
+            `fn_flag` replaced (joined by "; "), else None.
+        notes: tuple of notes (shared BNs kept, frozen or trained BNs kept,
+            heads not replaced, ...).
+        protected: names of the BNs a pattern matched that stay because they
+            are frozen or trained (see `LessBN`'s `remove_pretrained_bn`).
 
     Example:
 
@@ -147,6 +162,7 @@ class LessBNReport:
     kept: tuple
     head: object = None
     notes: tuple = ()
+    protected: tuple = ()
 
     @property
     def removed_names(self):
@@ -250,13 +266,21 @@ def _sub_models(model):
     return [layer for layer in model.layers if isinstance(layer, (Functional, keras.Sequential))]
 
 
-def _all_bns(model):
+def _all_bns(model, frozen=False, seen=None):
+    """`(bn, frozen)` for every BatchNormalization of the model and its
+    sub-models, once each; `frozen`: a model enclosing it has
+    `trainable=False`."""
+    frozen = frozen or not model.trainable
+    seen = set() if seen is None else seen
     bns = []
     for layer in model.layers:
+        if id(layer) in seen:
+            continue
+        seen.add(id(layer))
         if isinstance(layer, keras.layers.BatchNormalization):
-            bns.append(layer)
+            bns.append((layer, frozen))
         elif isinstance(layer, (Functional, keras.Sequential)):
-            bns.extend(_all_bns(layer))
+            bns.extend(_all_bns(layer, frozen, seen))
     return bns
 
 
@@ -286,10 +310,75 @@ def _find(model, pattern_list):
     return removed, notes
 
 
-# The head activations NormalizedDense can carry without changing what the
-# output means: logits, or their softmax. Compared by identity, so a custom
-# function that happens to be called "softmax" is not taken for Keras'.
-_HEAD_ACTIVATIONS = (keras.activations.linear, keras.activations.softmax)
+# --- frozen and pretrained BNs -------------------------------------------------------
+
+_OPT_IN = '{"less_bn": {"remove_pretrained_bn": true}}'
+
+_KEPT_BECAUSE = {
+    "frozen": "frozen (trainable=False on the layer or on a model enclosing it)",
+    "trained": "trained (their moving statistics are no longer Keras' initial mean 0 and "
+               "variance 1: pretrained or fitted weights)",
+}
+
+
+def _why_kept(bn, in_frozen_model):
+    """`"frozen"`, `"trained"`, or None when LessBN may remove `bn`."""
+    if in_frozen_model or not bn.trainable:
+        return "frozen"
+    mean = keras.ops.convert_to_numpy(bn.moving_mean)
+    variance = keras.ops.convert_to_numpy(bn.moving_variance)
+    if np.any(mean != 0) or np.any(variance != 1):
+        return "trained"
+    return None
+
+
+def _kept_note(reason, names, shown=6):
+    listed = ", ".join(repr(n) for n in names[:shown])
+    more = f" and {len(names) - shown} more" if len(names) > shown else ""
+    return (
+        f"{len(names)} BatchNormalization layer(s) in a pattern kept because they are "
+        f"{_KEPT_BECAUSE[reason]}: {listed}{more}. LessBN does not rewrite frozen or pretrained "
+        f"parts; pass remove_pretrained_bn=True (AutoBoost: {_OPT_IN}) to remove them too."
+    )
+
+
+# --- the head (fn_flag) ----------------------------------------------------------
+
+_CLASSIFICATION_LOSSES = (
+    keras.losses.CategoricalCrossentropy,
+    keras.losses.SparseCategoricalCrossentropy,
+    keras.losses.BinaryCrossentropy,
+    keras.losses.CategoricalFocalCrossentropy,
+    keras.losses.BinaryFocalCrossentropy,
+)
+_CLASSIFICATION_LOSS_FUNCTIONS = (
+    keras.losses.categorical_crossentropy,
+    keras.losses.sparse_categorical_crossentropy,
+    keras.losses.binary_crossentropy,
+    keras.losses.categorical_focal_crossentropy,
+    keras.losses.binary_focal_crossentropy,
+)
+
+
+def _is_classification_loss(loss):
+    """Whether `loss` (as given to `compile`) is of Keras' crossentropy family."""
+    if isinstance(loss, str):
+        try:
+            loss = keras.losses.get(loss)
+        except ValueError:
+            return False
+    return isinstance(loss, _CLASSIFICATION_LOSSES) or any(loss is f for f in _CLASSIFICATION_LOSS_FUNCTIONS)
+
+
+def _output_loss(model, index):
+    """The loss `model` was compiled with for its output `index`, or None."""
+    loss = getattr(model, "loss", None) if model.compiled else None
+    if isinstance(loss, dict):
+        names = getattr(model, "output_names", None) or []
+        return loss.get(names[index]) if index < len(names) else None
+    if isinstance(loss, (list, tuple)):
+        return loss[index] if index < len(loss) else None
+    return loss
 
 
 def _activation_name(layer):
@@ -298,45 +387,76 @@ def _activation_name(layer):
         layer.activation, "__name__", repr(layer.activation))
 
 
-def _find_head(model):
-    """The Dense that `fn_flag` replaces, or (None, note).
+def _loss_name(loss):
+    return loss if isinstance(loss, str) else getattr(loss, "name", None) or getattr(
+        loss, "__name__", type(loss).__name__)
 
-    Only a plain `Dense` that produces a model output, is called once, and
-    whose activation is linear or softmax: a cosine logit times a scale
-    under sigmoid, ReLU, tanh, ... would change what the output means.
-    """
+
+def _judge_head(model, graph, index, dense):
+    """`(swap, note)` for the Dense producing output `index`: whether it is a
+    classification head `fn_flag` replaces, and a note for the report."""
+    name = repr(dense.name)
+    if type(dense) is not keras.layers.Dense:
+        return False, f"fn_flag: {name} is a Dense subclass; no head replaced."
+    calls = sum(1 for _, layer in graph.items() if layer is dense)
+    if calls != 1:
+        return False, f"fn_flag: the Dense {name} is called {calls} times; no head replaced."
+    if not dense.trainable:
+        return False, f"fn_flag: the head Dense {name} is frozen (trainable=False); it is kept."
+    if not any(dense.activation is a for a in (keras.activations.softmax, keras.activations.linear)):
+        return False, (
+            f"fn_flag: the head Dense {name} has the activation {_activation_name(dense)!r}; "
+            "NormalizedDense replaces only a head with no (linear) or a softmax activation, "
+            f"because scaled cosine logits would change what a {_activation_name(dense)} output "
+            "means. The Dense is kept."
+        )
+    if dense.units < 2:
+        return False, (f"fn_flag: the head Dense {name} has 1 unit, not the >= 2 classes of a "
+                       "classification head; it is kept.")
+    if dense.activation is keras.activations.softmax:
+        return True, None
+    loss = _output_loss(model, index)
+    if loss is not None:
+        if _is_classification_loss(loss):
+            return True, None
+        return False, (
+            f"fn_flag: the linear head Dense {name} is trained with {_loss_name(loss)!r}, not a "
+            "classification (crossentropy) loss: it is taken for a regression output and kept."
+        )
+    if len(model.outputs) == 1:
+        return True, (
+            f"fn_flag: the linear head Dense {name} was taken for classification logits (the "
+            "model is not compiled, so no loss says otherwise). If it is a regression output, "
+            "compile the model with its loss before the surgery, or set fn_flag to false."
+        )
+    return False, (
+        f"fn_flag: the linear head Dense {name} of this multi-output model has no "
+        "classification loss (compile the model with a crossentropy loss for it to swap it); "
+        "it is taken for a regression output and kept."
+    )
+
+
+def _find_heads(model):
+    """The Dense heads `fn_flag` replaces, and the notes on the others."""
+    graph = _Graph(model)
+    heads, notes = [], []
+    for index, operation in enumerate(graph.output_operations()):
+        if isinstance(operation, keras.layers.Dense):
+            swap, note = _judge_head(model, graph, index, operation)
+            if swap and operation not in heads:
+                heads.append(operation)
+            if note:
+                notes.append(note)
+    if heads or notes:
+        return heads, notes
     dense = [l for l in model.layers if isinstance(l, keras.layers.Dense)]
     if not dense:
-        return None, "fn_flag: the model has no Dense layer; no head replaced."
-    head = dense[-1]
-    graph = _Graph(model)
-    output_producers = set()
-    if graph.is_sequential:
-        output_producers.add(id(model.layers[-1]))
-    else:
-        for tensor in model.outputs:
-            node = graph._node_of(tensor)
-            if node is not None:
-                output_producers.add(id(node.operation))
-    if id(head) not in output_producers:
-        return None, (
-            f"fn_flag: the last Dense {head.name!r} does not produce a model output (other layers "
-            "follow it); no head replaced. Put the Dense last (fold a following activation into "
-            "it) to get a NormalizedDense head."
-        )
-    calls = [c for c, l in graph.items() if l is head]
-    if len(calls) != 1:
-        return None, f"fn_flag: the Dense {head.name!r} is called {len(calls)} times; no head replaced."
-    if type(head) is not keras.layers.Dense:
-        return None, f"fn_flag: {head.name!r} is a Dense subclass; no head replaced."
-    if not any(head.activation is a for a in _HEAD_ACTIVATIONS):
-        return None, (
-            f"fn_flag: the head Dense {head.name!r} has the activation "
-            f"{_activation_name(head)!r}; NormalizedDense replaces only a head with no "
-            "(linear) or a softmax activation, because scaled cosine logits would change what a "
-            f"{_activation_name(head)} output means. The Dense is kept."
-        )
-    return head, None
+        return [], ["fn_flag: the model has no Dense layer; no head replaced."]
+    return [], [
+        f"fn_flag: the last Dense {dense[-1].name!r} does not produce a model output (other "
+        "layers follow it); no head replaced. Put the Dense last (fold a following activation "
+        "into it) to get a NormalizedDense head."
+    ]
 
 
 def head_scale(dense):
@@ -360,24 +480,55 @@ def head_scale(dense):
     return matched_scale(dense.kernel)
 
 
-def _find_less_bn(model, patterns=None):
+def _swap_text(dense, scale):
+    """The report's line for one head swap: what was kept, what dropped."""
+    kept = ["kernel"] + [
+        n for n in ("kernel_regularizer", "kernel_constraint", "activity_regularizer")
+        if getattr(dense, n) is not None
+    ]
+    dropped = ["bias"] + [n for n in ("bias_regularizer", "bias_constraint") if getattr(dense, n) is not None]
+    dropped = ", ".join(dropped) + " dropped" if dense.use_bias else "no bias to drop"
+    return (
+        f"Dense {dense.name!r} -> NormalizedDense ({', '.join(kept)} and dtype policy "
+        f"{dense.dtype_policy.name!r} kept; {dropped}; initial scale {scale:.3g} = "
+        "matched_scale(kernel))"
+    )
+
+
+# --- the dry run ---------------------------------------------------------------------
+
+
+def _find_less_bn(model, patterns=None, remove_pretrained_bn=False):
     _check_model(model)
     pattern_list = tuple(patterns_lib.PATTERNS if patterns is None else patterns)
-    removed, notes = _find(model, pattern_list)
-    all_bns = _all_bns(model)
-    kept = tuple(b.name for b in all_bns if id(b) not in removed)
-    order = {id(b): i for i, b in enumerate(all_bns)}
-    removed_sorted = tuple(info for key, info in sorted(removed.items(), key=lambda kv: order.get(kv[0], 0)))
-    return LessBNReport(model.name, len(all_bns), removed_sorted, kept, None, tuple(notes)), removed
+    matched, notes = _find(model, pattern_list)
+    bns = _all_bns(model)
+    removed, protected = {}, {}
+    for bn, in_frozen_model in bns:
+        if id(bn) in matched:
+            reason = None if remove_pretrained_bn else _why_kept(bn, in_frozen_model)
+            if reason:
+                protected.setdefault(reason, []).append(bn.name)
+            else:
+                removed[id(bn)] = matched[id(bn)]
+    notes.extend(_kept_note(reason, names) for reason, names in protected.items())
+    report = LessBNReport(
+        model.name, len(bns), tuple(removed.values()),
+        kept=tuple(bn.name for bn, _ in bns if id(bn) not in removed),
+        notes=tuple(notes),
+        protected=tuple(itertools.chain.from_iterable(protected.values())),
+    )
+    return report, removed
 
 
-def find_less_bn(model, patterns=None):
+def find_less_bn(model, patterns=None, remove_pretrained_bn=False):
     """Dry run of LessBN: which BNs it would remove, without building anything.
 
     Args:
         model: a built Functional or Sequential `keras.Model`.
         patterns: the patterns to try, in order (default
             `keras_boost.surgery.patterns.PATTERNS`).
+        remove_pretrained_bn: as for `LessBN`.
 
     Returns:
         A `LessBNReport` (its `head` is None: the head is not considered).
@@ -390,25 +541,33 @@ def find_less_bn(model, patterns=None):
     report.num_removed, report.num_bn   # (36, 53)
     ```
     """
-    return _find_less_bn(model, patterns)[0]
+    return _find_less_bn(model, patterns, remove_pretrained_bn)[0]
 
 
 # --- rebuild ---------------------------------------------------------------------
 
 
 _SWITCH_OFF = '{"boost": {"mode": "manual", "less_bn": false}}'
+_HEAD_NEEDS_REMOVAL = (
+    "fn_flag: no head replaced, because no BatchNormalization is removed: the NormalizedDense "
+    "head compensates for removed BNs, and alone it slowed early training (ResNet50V2: 1.3-4.7x "
+    "plain's loss; docs/methods/less_bn.md). boost.LessBN(model, fn_flag=True) swaps it anyway."
+)
 
 
 def _no_match(report):
     if not report.num_bn:
         return "it has no BatchNormalization layer"
+    if report.protected:
+        return (f"the {len(report.protected)} BatchNormalization layers in its patterns are frozen "
+                "or trained, and LessBN keeps those")
     return (
         f"none of its {report.num_bn} BatchNormalization layers is in a ResNet, MobileNetV2 or "
         "DenseNet pattern (see keras_boost.surgery.patterns)"
     )
 
 
-def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
+def LessBN(model, fn_flag=False, remove_pretrained_bn=False):  # noqa: N802 (MindSpore's name)
     """Returns a copy of `model` without the BNs MindSpore's LessBN removes.
 
     The patterns (`keras_boost.surgery.patterns`) are MindSpore's: in ResNet
@@ -417,35 +576,49 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
     and the shortcut BN; in MobileNetV2 the expand-conv BNs and the BN of the
     last conv before global pooling; in DenseNet the first BN of each dense
     layer fed by a concatenation. A removed BN becomes the identity; every
-    other layer is copied with its weights (the input model is not changed).
+    other layer and operation of the graph is copied with its weights and
+    trainable flags (the input model is not changed).
 
-    With `fn_flag=True` the model's last `Dense` (it must produce a model
-    output and have no (linear) or a softmax activation) is replaced by
-    `keras_boost.layers.NormalizedDense`, initialized from its kernel (the
-    bias is dropped) with the initial scale `head_scale(dense)` (the replaced
-    Dense's logit spread; MindSpore's 1 stalls the first epochs). A head with
-    another activation (sigmoid, ReLU, tanh, ...) is kept, with a note in the
-    report and a `keras_boost.NoEffectWarning`.
+    A BN that is frozen (`trainable=False`, on itself or on a model enclosing
+    it, as in a transfer-learning base) or was trained (its moving statistics
+    are no longer Keras' initial mean 0 and variance 1) stays, with a note in
+    the report, unless `remove_pretrained_bn=True`.
 
-    A model where no pattern matches (and no head is replaced) gets a
+    With `fn_flag=True` every classification head is replaced by
+    `keras_boost.layers.NormalizedDense`: a trainable `Dense` that produces a
+    model output, is called once, has >= 2 units and a softmax activation, or
+    no (linear) activation with a crossentropy loss for that output in the
+    model's compile config (a single-output model that is not compiled counts
+    as logits, with a note). It is initialized from the Dense's kernel,
+    `kernel_regularizer`, `kernel_constraint`, `activity_regularizer` and
+    dtype policy (the bias and its regularizer are dropped) with the initial
+    scale `head_scale(dense)` (the replaced Dense's logit spread; MindSpore's
+    1 stalls the first epochs). Any other Dense output (a regression output,
+    a sigmoid, ReLU, tanh... head) is kept, with a note in the report; a
+    `keras_boost.NoEffectWarning` when no head at all is replaced.
+
+    A model where nothing is removed (and no head is replaced) gets a
     `NoEffectWarning` and is returned as is. A head swap alone (no BN
-    removed) is applied, with a `NoEffectWarning` saying so. What was
-    removed is in the returned model's `less_bn_report` (a `LessBNReport`;
-    print it).
+    removed) is applied, with a `NoEffectWarning` saying so (AutoBoost does
+    not swap a head alone). What was removed and kept is in the returned
+    model's `less_bn_report` (a `LessBNReport`; print it).
 
     Args:
         model: a built Functional or Sequential `keras.Model` (subclassed
             models raise `TypeError`: they have no layer graph).
-        fn_flag: also replace the last Dense by a `NormalizedDense` head.
+        fn_flag: also replace the classification heads by `NormalizedDense`.
+        remove_pretrained_bn: also remove the frozen and trained BNs that a
+            pattern matches.
 
     Returns:
         The new `keras.Model` (compiled from the original's compile config if
         the original was compiled).
 
     Raises:
-        TypeError: a subclassed model; a bad `fn_flag`; a layer that cannot
-            be re-created from its config (the error names it and says how
-            to fix it; the input model is unchanged).
+        TypeError: a subclassed model; a bad `fn_flag` or
+            `remove_pretrained_bn`; a layer that cannot be re-created from
+            its config (the error names it and says how to fix it; the input
+            model is unchanged).
 
     Example:
 
@@ -458,42 +631,62 @@ def LessBN(model, fn_flag=False):  # noqa: N802 (MindSpore's name)
                  loss="sparse_categorical_crossentropy")
     ```
     """
-    if not isinstance(fn_flag, bool):
-        raise TypeError(f"fn_flag must be True or False, got {fn_flag!r}.")
-    report, removed = _find_less_bn(model)
-    head, notes = None, list(report.notes)
-    if fn_flag:
-        head, note = _find_head(model)
-        if note:
-            notes.append(note)
-            warnings.warn(f"LessBN on {model.name!r}: {note}", NoEffectWarning, stacklevel=2)
-    if not removed and head is None:
+    return _less_bn(model, fn_flag, remove_pretrained_bn, swap_head_alone=True)
+
+
+def less_bn_for_config(model, section):
+    """`LessBN` as `AutoBoost` applies it, from a resolved `less_bn` config section.
+
+    The same surgery, except that the head is swapped only where LessBN
+    removes BNs: the normalized head compensates for the removed BNs, and
+    alone it slows early training (measured in docs/methods/less_bn.md).
+
+    Example:
+
+    ```python
+    from keras_boost.surgery.less_bn import less_bn_for_config
+    new = less_bn_for_config(model, boost.AutoBoost("O1").config["less_bn"])
+    ```
+    """
+    return _less_bn(model, section["fn_flag"], section["remove_pretrained_bn"], swap_head_alone=False)
+
+
+def _less_bn(model, fn_flag, remove_pretrained_bn, swap_head_alone):
+    for name, value in (("fn_flag", fn_flag), ("remove_pretrained_bn", remove_pretrained_bn)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, got {value!r}.")
+    report, removed = _find_less_bn(model, remove_pretrained_bn=remove_pretrained_bn)
+    heads, head_notes = [], []
+    if fn_flag and (removed or swap_head_alone):
+        heads, head_notes = _find_heads(model)
+    elif fn_flag:
+        head_notes = [_HEAD_NEEDS_REMOVAL]
+    notes = list(report.notes) + head_notes
+    if not removed and not heads:
         warnings.warn(
             f"LessBN found nothing to remove in {model.name!r}: {_no_match(report)}. The "
-            "model is returned unchanged.",
+            "model is returned unchanged." + "".join(f" Note: {n}" for n in notes),
             NoEffectWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         return model
+    if fn_flag and not heads:
+        warnings.warn(f"LessBN on {model.name!r}: no head replaced. " + " ".join(head_notes),
+                      NoEffectWarning, stacklevel=3)
     # Everything below works on copies: an error leaves `model` as it was.
-    head_text = swap = None
-    if head is not None:
-        scale = head_scale(head)
-        swap = (head, NormalizedDense.from_dense(head, initial_scale=scale))
-        head_text = (
-            f"Dense {head.name!r} -> NormalizedDense (kernel copied, bias dropped, initial "
-            f"scale {scale:.3g} = matched_scale(kernel))"
-        )
-    replacements = {} if swap is None else {id(swap[0]): swap[1]}
+    scales = {id(dense): head_scale(dense) for dense in heads}
+    replacements = {
+        id(dense): NormalizedDense.from_dense(dense, initial_scale=scales[id(dense)]) for dense in heads
+    }
     new = rebuild(model, "LessBN", removed, replacements, switch_off=_SWITCH_OFF)
+    head_text = "; ".join(_swap_text(dense, scales[id(dense)]) for dense in heads) or None
     if not removed:
         notes.append("no BatchNormalization removed; only the head was replaced.")
         warnings.warn(
             f"LessBN on {model.name!r}: {_no_match(report)}, so none was removed; only the "
             f"head changed ({head_text}).",
             NoEffectWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
-    report = dataclasses.replace(report, head=head_text, notes=tuple(notes))
-    setattr(new, REPORT_ATTR, report)
+    setattr(new, REPORT_ATTR, dataclasses.replace(report, head=head_text, notes=tuple(notes)))
     return new

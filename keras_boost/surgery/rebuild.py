@@ -10,8 +10,15 @@ input model is never mutated and training the copy never touches it.
 - any other layer is `convert(layer)` when that returns a layer (an unbuilt
   layer whose weights have the original's layout), else
   `layer.__class__.from_config(layer.get_config())`; either gets the
-  original's weights;
-- nested Functional/Sequential sub-models are rebuilt the same way.
+  original's weights and seed-generator states, and every variable keeps
+  its trainable flag;
+- operations of the graph that are not layers (`keras.ops` calls such as
+  `h + inputs`, `x / 127.5`, the `NotEqual` of a masked `Embedding`) hold
+  no weights: they are re-created from their config, as
+  `keras.models.clone_model` does;
+- nested Functional/Sequential sub-models are rebuilt the same way, with
+  their own `trainable` flag; a layer shared by several graphs (or called
+  several times) is copied once and stays shared.
 """
 
 import keras
@@ -51,35 +58,89 @@ def rebuild(model, what, removed_ids=frozenset(), replacements=None, convert=Non
     new = rebuild(model, "GELU swap", convert=to_gelu)
     ```
     """
-    copies = []
-    new = _rebuild(model, set(removed_ids), dict(replacements or {}), convert, copies, what, switch_off)
-    for old, copy in copies:
+    copier = _Copier(set(removed_ids), dict(replacements or {}), convert, what, switch_off)
+    new = copier.model(model)
+    for old, copy in copier.copies:
         try:
             copy.set_weights(old.get_weights())
         except ValueError as error:  # the config did not reproduce the weights
             raise _not_copyable(old, error, what, switch_off) from error
+        _carry_state(old, copy)
     return new
 
 
-def _rebuild(model, removed_ids, replacements, convert, copies, what, switch_off):
-    def clone_function(layer):
-        if id(layer) in removed_ids:
-            return layer  # never called: call_function skips it
-        if id(layer) in replacements:
-            return replacements[id(layer)]
-        if isinstance(layer, (Functional, keras.Sequential)):
-            return _rebuild(layer, removed_ids, replacements, convert, copies, what, switch_off)
-        try:
-            new = convert(layer) if convert is not None else None
-            if new is None:
-                new = layer.__class__.from_config(layer.get_config())
-        except Exception as error:  # user code: any error means "not copyable"
-            raise _not_copyable(layer, error, what, switch_off) from error
-        copies.append((layer, new))
+def _carry_state(old, copy):
+    """Gives `copy` (same variable layout as `old`) the trainable flag of each
+    variable and the state of its seed generators (not in `weights`), so that
+    a Dropout or augmentation copy draws what the original would."""
+    weight_ids = {id(w) for w in old.weights}
+    for old_variable, variable in zip(old.variables, copy.variables):
+        if id(old_variable) in weight_ids:
+            variable.trainable = old_variable.trainable
+        else:
+            variable.assign(old_variable)
+
+
+class _Copier:
+    """The `clone_function` / `call_function` pair of one `rebuild`, over
+    every nested graph."""
+
+    def __init__(self, removed_ids, replacements, convert, what, switch_off):
+        self.removed_ids = removed_ids
+        self.replacements = replacements
+        self.convert = convert
+        self.what, self.switch_off = what, switch_off
+        self.copies = []  # (original layer, copy): the weights to carry over
+        self._done = {}  # id(original) -> copy, shared across nested graphs
+
+    def model(self, model):
+        """The copy of a Functional or Sequential (sub-)model, with its own
+        `trainable` flag."""
+        if isinstance(model, keras.Sequential):
+            new = self._sequential(model)
+        else:
+            new = keras.models.clone_model(model, clone_function=self.copy, call_function=self._call)
+            new = _same_class(model, new)
+        # Not through the `trainable` setter, which would push the flag down
+        # onto every sublayer (each keeps its own, copied with its config). A
+        # frozen base must stay frozen, and so that `base.trainable = True`
+        # later reaches its sublayers: on TensorFlow, setting the value a
+        # layer already has is skipped without calling the setter.
+        new._trainable = model.trainable
         return new
 
-    if isinstance(model, keras.Sequential):
-        layers = [clone_function(l) for l in model.layers if id(l) not in removed_ids]
+    def copy(self, operation):
+        """`clone_function`: the copy of one operation of the graph."""
+        if id(operation) in self.removed_ids:
+            return operation  # never called: `_call` skips it
+        if id(operation) not in self._done:
+            self._done[id(operation)] = self._new(operation)
+        return self._done[id(operation)]
+
+    def _new(self, operation):
+        if id(operation) in self.replacements:
+            return self.replacements[id(operation)]
+        if isinstance(operation, (Functional, keras.Sequential)):
+            return self.model(operation)
+        is_layer = isinstance(operation, keras.layers.Layer)
+        try:
+            new = self.convert(operation) if is_layer and self.convert is not None else None
+            if new is None:
+                new = operation.__class__.from_config(operation.get_config())
+        except Exception as error:  # user code: any error means "not copyable"
+            raise _not_copyable(operation, error, self.what, self.switch_off) from error
+        if is_layer:
+            self.copies.append((operation, new))
+        return new
+
+    def _call(self, operation, *args, **kwargs):
+        """`call_function`: a removed layer passes its first argument on."""
+        if id(operation) in self.removed_ids:
+            return args[0]
+        return operation(*args, **kwargs)
+
+    def _sequential(self, model):
+        layers = [self.copy(l) for l in model.layers if id(l) not in self.removed_ids]
         spec = model.inputs[0]
         new = keras.Sequential(
             [keras.Input(batch_shape=spec.shape, dtype=spec.dtype)] + layers, name=model.name
@@ -87,14 +148,6 @@ def _rebuild(model, removed_ids, replacements, convert, copies, what, switch_off
         if model.compiled:
             new.compile_from_config(model.get_compile_config())
         return new
-
-    def call_function(layer, *args, **kwargs):
-        if id(layer) in removed_ids:
-            return args[0]
-        return layer(*args, **kwargs)
-
-    new = keras.models.clone_model(model, clone_function=clone_function, call_function=call_function)
-    return _same_class(model, new)
 
 
 def _same_class(model, new):
@@ -116,12 +169,13 @@ def _same_class(model, new):
     return rebuilt
 
 
-def _not_copyable(layer, error, what, switch_off):
-    cls = type(layer)
+def _not_copyable(operation, error, what, switch_off):
+    cls = type(operation)
+    kind = "layer" if isinstance(operation, keras.layers.Layer) else "operation"
     reason = " ".join(str(error).split())  # Keras' deserialization errors span lines
     off = f"; or switch {what} off with {switch_off}" if switch_off else ""
     return TypeError(
-        f"{what} cannot copy the layer {layer.name!r} ({cls.__module__}.{cls.__qualname__}): "
+        f"{what} cannot copy the {kind} {operation.name!r} ({cls.__module__}.{cls.__qualname__}): "
         f"it cannot be re-created from its config ({type(error).__name__}: {reason}). {what} "
         "builds a new model from a copy of every layer, made with "
         "`layer.__class__.from_config(layer.get_config())`. Fix: implement get_config() "
