@@ -19,6 +19,7 @@ import math
 import os
 import warnings
 
+from keras_boost.errors import NoEffectWarning
 from keras_boost.errors import not_implemented
 
 LEVELS = ("O0", "O1", "O2")
@@ -194,14 +195,7 @@ SCHEMA = {
         # keras_boost.precision).
         "precision": (None, _choice(None, "float32", "mixed_float16", "mixed_bfloat16", "auto")),
     },
-    "less_bn": {
-        "fn_flag": (True, _bool),
-        "gc_flag": (True, _bool),
-        # Extension: also remove the BNs LessBN keeps by default, the frozen
-        # ones (trainable=False, or in a frozen model) and the trained ones
-        # (moving statistics moved: pretrained weights).
-        "remove_pretrained_bn": (False, _bool),
-    },
+    "less_bn": {"fn_flag": (True, _bool), "gc_flag": (True, _bool)},
     "grad_freeze": {
         "param_groups": (10, _int(1)),
         "freeze_type": (1, _choice(0, 1)),
@@ -231,8 +225,9 @@ SCHEMA = {
         "exchange": ("auto", _choice("auto", "gather")),
     },
     "dim_reduce": {
+        # DimReduce validates its arguments with these checks too.
         "rho": (0.55, _real(0.0, 1.0)),
-        "gamma": (0.9, _real(0.0, 1.0)),
+        "gamma": (0.9, _real(0.0, 1.0, low_open=False)),
         "alpha": (0.001, _real(0.0, math.inf)),
         "sigma": (0.4, _real(0.0, 1.0)),
         "n_components": (32, _int(1)),
@@ -345,6 +340,8 @@ def resolve_config(level="O0", boost_config_dict=None):
         flags = dict.fromkeys(ALGORITHMS, True)
     else:  # disable_all
         flags = dict.fromkeys(ALGORITHMS, False)
+    if flags["dim_reduce"]:
+        flags = _exclusive_dim_reduce(flags if mode == "enable_all" else given_flags)
     resolved["boost"] = {"mode": mode, **flags}
     if flags["grad_freeze"] and resolved["grad_freeze"]["adaptive_depths"] == "auto":
         # An explicit param_groups keeps MindSpore's meaning: every depth runs.
@@ -365,22 +362,24 @@ def resolve_config(level="O0", boost_config_dict=None):
             BoostConfigWarning,
             stacklevel=3,
         )
-    if flags["dim_reduce"]:
-        others = [a for a in ALGORITHMS if flags[a] and a not in _DIM_REDUCE_OK]
-        if others:
-            warnings.warn(
-                f"dim_reduce is exclusive: {others} will not be applied to the "
-                "network or optimizer while dim_reduce is on (as in MindSpore).",
-                BoostConfigWarning,
-                stacklevel=3,
-            )
     return resolved
 
 
-# DimReduce replaces the optimizer and skips the other network passes;
-# accumulation and loss scaling still act in the train step, and fused
-# batch norm (the same forward math) in the model.
-_DIM_REDUCE_OK = ("dim_reduce", "grad_accumulation", "loss_scale_group", "fused_batch_norm")
+def _exclusive_dim_reduce(requested):
+    """The flags with dim_reduce on: every other algorithm off, as in
+    MindSpore (stage 2 replaces the optimizer and its train step, and trains
+    the network unchanged), with a `NoEffectWarning` naming those that
+    `requested` (the flags the user asked for) switched on."""
+    dropped = [a for a in ALGORITHMS if a != "dim_reduce" and requested.get(a)]
+    if dropped:
+        warnings.warn(
+            f"dim_reduce is exclusive (as in MindSpore): {dropped} are switched off while it is "
+            "on, because stage 2 replaces the optimizer and the train step and trains the network "
+            "unchanged. Switch dim_reduce off to use them.",
+            NoEffectWarning,
+            stacklevel=4,
+        )
+    return {**dict.fromkeys(ALGORITHMS, False), "dim_reduce": True}
 
 
 def enabled_algorithms(config):

@@ -256,14 +256,13 @@ def test_chain_with_every_other_chain_algorithm():
     assert ga is not None and ga.max_accumulation_step == 3
 
 
-def test_enable_all_stops_at_dim_reduce_with_accumulation(monkeypatch):
-    # enable_all switches dim_reduce on, which is exclusive and refuses
-    # accumulation in this version: a clear error, not a silent drop.
-    monkeypatch.setattr(boost.config, "IMPLEMENTED", frozenset(boost.config.ALGORITHMS))
-    with pytest.warns(boost.config.BoostConfigWarning):
+def test_enable_all_is_dim_reduce_alone():
+    # enable_all switches dim_reduce on, which is exclusive (as in MindSpore):
+    # accumulation is switched off with a warning naming it, nothing raises.
+    with pytest.warns(boost.NoEffectWarning, match="'grad_accumulation'"):
         cfg = boost.config.resolve_config("O0", {"boost": {"mode": "enable_all"}})
-    with pytest.raises(ValueError, match="dim_reduce does not combine with grad_accumulation"):
-        build_optimizer_chain(keras.optimizers.SGD(), cfg)
+    chain = build_optimizer_chain(keras.optimizers.SGD(), cfg)
+    assert isinstance(chain, boost.DimReduce) and find_gradient_accumulation(chain) is None
 
 
 def test_step_one_in_config_is_reported_not_wrapped():

@@ -37,7 +37,7 @@ def test_resolved_config_is_complete_with_mindspore_defaults():
         "param_groups": 10, "freeze_type": 1, "freeze_p": 0.7, "total_steps": 65536,
         "seed": None, "adaptive_depths": True, "min_run_saving": 0.05, "depths": "auto",
     }
-    assert resolved["less_bn"] == {"fn_flag": True, "gc_flag": True, "remove_pretrained_bn": False}
+    assert resolved["less_bn"] == {"fn_flag": True, "gc_flag": True}
     # device_number: "auto" (the strategy's replicas per worker), not
     # MindSpore's hard-coded Ascend server of 8, which disables AdaSum below 16.
     # precision (an extension): None keeps the model's own dtype policy.
@@ -65,12 +65,9 @@ def test_manual_mode_does_not_mutate_the_presets():
     assert cfg.resolve_config("O1")["boost"]["grad_freeze"] is True
 
 
-@pytest.mark.parametrize("mode, value", [("enable_all", True), ("disable_all", False)])
-def test_enable_and_disable_all(mode, value):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", cfg.BoostConfigWarning)
-        resolved = cfg.resolve_config("O1", {"boost": {"mode": mode}})
-    assert flags(resolved) == dict.fromkeys(FLAGS, value)
+def test_disable_all():
+    resolved = cfg.resolve_config("O1", {"boost": {"mode": "disable_all"}})
+    assert flags(resolved) == dict.fromkeys(FLAGS, False)
 
 
 def test_bad_mode_names_the_valid_ones():
@@ -170,9 +167,26 @@ def test_section_of_disabled_algorithm_warns():
     assert resolved["grad_freeze"]["total_steps"] == 10  # kept, validated, inert
 
 
-def test_dim_reduce_is_exclusive_and_says_so():
-    with pytest.warns(cfg.BoostConfigWarning, match="dim_reduce is exclusive"):
-        cfg.resolve_config("O1", {"boost": {"mode": "manual", "dim_reduce": True}})
+@pytest.mark.parametrize("level, config, named", [
+    ("O1", {"boost": {"mode": "manual", "dim_reduce": True, "less_bn": True, "grad_accumulation": True,
+                      "adasum": False}},
+     r"\['less_bn', 'grad_accumulation'\] are switched off"),
+    ("O0", {"boost": {"mode": "enable_all"}},
+     r"\['less_bn', 'grad_freeze', 'adasum', 'grad_accumulation', 'loss_scale_group', 'fused_batch_norm'\]"),
+])
+def test_dim_reduce_is_exclusive_and_names_what_it_switches_off(level, config, named):
+    with pytest.warns(boost.NoEffectWarning, match=named):
+        ab = boost.AutoBoost(level, config)
+    assert ab.enabled == ["dim_reduce"]
+    assert flags(ab.config) == {**dict.fromkeys(FLAGS, False), "dim_reduce": True}
+
+
+def test_dim_reduce_switches_the_preset_off_quietly():
+    # Only what the user asked for is named; the level's preset just goes.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ab = boost.AutoBoost("O2", {"boost": {"mode": "manual", "dim_reduce": True}})
+    assert ab.enabled == ["dim_reduce"]
 
 
 def test_not_a_singleton_and_input_not_mutated():

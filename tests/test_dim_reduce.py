@@ -117,9 +117,6 @@ def test_errors(tmp_path):
     cfg["dim_reduce"] = {"pca_mat_path": str(tmp_path / "wrong.npy")}
     with pytest.raises(ValueError, match=r"shape \(32, 5\); this model needs at least \(32, 6\)"):
         boost.BoostModel.from_model(model, boost_config_dict=cfg).compile(optimizer="sgd", loss="mse")
-    with pytest.raises(ValueError, match="does not combine with grad_accumulation"):
-        boost.wrap(keras.optimizers.SGD(), "O0", {"boost": {"mode": "manual", "dim_reduce": True,
-                                                            "grad_accumulation": True}})
     plain = keras.Model(model.inputs, model.outputs)
     np.save(tmp_path / "ok.npy", np.eye(6, dtype="float32")[:2])
     plain.compile(optimizer=boost.optimizers.DimReduce(keras.optimizers.SGD(), n_components=2,
@@ -127,6 +124,15 @@ def test_errors(tmp_path):
     with pytest.raises(RuntimeError, match="runs in BoostModel's train step"):
         plain.fit(x, y, verbose=0)
     assert not boost.BoostModel.from_model(model).check_dim_reduce_enable()
+
+
+def test_accumulation_with_dim_reduce_is_switched_off_and_named():
+    config = {"boost": {"mode": "manual", "dim_reduce": True, "grad_accumulation": True},
+              "dim_reduce": {"weight_load_dir": "unused"}}
+    with pytest.warns(boost.NoEffectWarning, match=r"dim_reduce is exclusive.*\['grad_accumulation'\]"):
+        opt = boost.wrap(keras.optimizers.SGD(), "O0", config)
+    assert isinstance(opt.inner_optimizer, boost.DimReduce)
+    assert opt.boost_config["boost"]["grad_accumulation"] is False
 
 
 # --- the basis across workers (no cluster needed) --------------------------------
@@ -169,8 +175,6 @@ def test_several_workers_need_pca_mat_path(tmp_path):
     for chief in (True, False):
         with pytest.raises(ValueError, match="on 2 workers shares the basis through pca_mat_path"):
             load_basis(3, None, str(tmp_path), model.trainable_variables, chief=chief, workers=2)
-    with pytest.raises(ValueError, match="timeout must be a number of seconds >= 0, got -1"):
-        boost.optimizers.DimReduce(keras.optimizers.SGD(), timeout=-1)
 
 
 def test_the_chief_writes_the_basis_atomically_where_asked(tmp_path):
@@ -213,3 +217,34 @@ def test_tensorflow_chief_rule():
     assert tf_seam.is_chief(with_chief, "chief", 0)
     assert not tf_seam.is_chief(with_chief, "worker", 0)
     assert tf_seam.worker_role() == (True, 1)  # no multi-worker strategy here
+
+
+# --- arguments: one rule for DimReduce and the config's dim_reduce section ---------
+
+BAD_ARGUMENTS = [
+    ("n_components", 0, ValueError, r"n_components must be >= 1, got 0"),
+    ("n_components", 2.0, TypeError, r"n_components must be an int"),
+    ("rho", 1.0, ValueError, r"rho must be in \(0.0, 1.0\), got 1.0"),
+    ("gamma", 1.0, ValueError, r"gamma must be in \[0.0, 1.0\)"),
+    ("gamma", -0.1, ValueError, r"gamma must be in \[0.0, 1.0\)"),
+    ("alpha", 0, ValueError, r"alpha must be in \(0.0, inf\)"),
+    ("sigma", 0.0, ValueError, r"sigma must be in \(0.0, 1.0\)"),
+    ("sigma", "0.4", TypeError, r"sigma must be a number"),
+    ("timeout", 0, ValueError, r"timeout must be in \(0.0, inf\), got 0"),
+    ("max_line_search", 0, ValueError, r"max_line_search must be >= 1"),
+    ("pca_mat_path", 3, TypeError, r"pca_mat_path must be a path"),
+]
+
+
+@pytest.mark.parametrize("key, value, error, message", BAD_ARGUMENTS)
+def test_bad_arguments_raise_in_the_optimizer_and_the_config(key, value, error, message):
+    with pytest.raises(error, match=f"dim_reduce.{message}"):
+        boost.optimizers.DimReduce(keras.optimizers.SGD(), **{key: value})
+    with pytest.raises(error, match=f"dim_reduce.{message}"):
+        boost.AutoBoost("O0", {"boost": {"mode": "manual", "dim_reduce": True}, "dim_reduce": {key: value}})
+
+
+def test_gamma_zero_is_residual_sgd_without_momentum():
+    assert boost.optimizers.DimReduce(keras.optimizers.SGD(), gamma=0.0).gamma == 0.0
+    assert boost.AutoBoost("O0", {"boost": {"mode": "manual", "dim_reduce": True},
+                                  "dim_reduce": {"gamma": 0}}).config["dim_reduce"]["gamma"] == 0.0

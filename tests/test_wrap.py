@@ -1,7 +1,5 @@
 """boost.wrap / BoostOptimizer / AutoBoost on Keras objects."""
 
-import contextlib
-
 import keras
 import numpy as np
 import pytest
@@ -72,24 +70,22 @@ def test_wrap_bad_level():
 
 
 @pytest.mark.parametrize(
-    "level, config, names",
-    [("O0", {"boost": {"mode": "manual", "loss_scale_group": True}, "dim_reduce": {"rho": 0.5}},
-      "'loss_scale_group'"),
-     ("O0", {"boost": {"mode": "enable_all"}}, r"\['loss_scale_group'\]")],
+    "config, missing, warning",
+    [({"boost": {"mode": "manual", "loss_scale_group": True}, "dim_reduce": {"rho": 0.5}},
+      "loss_scale_group", boost.config.BoostConfigWarning),
+     ({"boost": {"mode": "enable_all"}}, "dim_reduce", boost.NoEffectWarning)],
 )
-def test_unimplemented_algorithms_raise_not_implemented(monkeypatch, level, config, names):
+def test_unimplemented_algorithms_raise_not_implemented(monkeypatch, config, missing, warning):
     # Every algorithm exists now; the guard is kept for future ones.
-    monkeypatch.setattr(boost.config, "IMPLEMENTED", boost.config.IMPLEMENTED - {"loss_scale_group"})
-    with pytest.warns(boost.config.BoostConfigWarning) if config else contextlib.nullcontext():
-        with pytest.raises(NotImplementedError, match=names):
-            boost.wrap(keras.optimizers.SGD(), level, config)
-    with pytest.warns(boost.config.BoostConfigWarning) if config else contextlib.nullcontext():
-        with pytest.raises(NotImplementedError, match=names):
-            boost.BoostModel(*dense_graph(), boost_level=level, boost_config_dict=config)
+    monkeypatch.setattr(boost.config, "IMPLEMENTED", boost.config.IMPLEMENTED - {missing})
+    names = rf"\['{missing}'\]"
+    with pytest.warns(warning), pytest.raises(NotImplementedError, match=names):
+        boost.wrap(keras.optimizers.SGD(), "O0", config)
+    with pytest.warns(warning), pytest.raises(NotImplementedError, match=names):
+        boost.BoostModel(*dense_graph(), boost_level="O0", boost_config_dict=config)
     model = keras.Model(*dense_graph())
-    with pytest.warns(boost.config.BoostConfigWarning) if config else contextlib.nullcontext():
-        with pytest.raises(NotImplementedError, match=names):
-            boost.AutoBoost(level, config).network_auto_process_train(model, keras.optimizers.SGD())
+    with pytest.warns(warning), pytest.raises(NotImplementedError, match=names):
+        boost.AutoBoost("O0", config).network_auto_process_train(model, keras.optimizers.SGD())
 
 
 def test_manual_mode_can_switch_algorithms_off():

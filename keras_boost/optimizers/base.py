@@ -6,8 +6,12 @@ change to it, in the style of `keras.optimizers.LossScaleOptimizer`:
 - `apply` (TensorFlow, torch) and `stateless_apply` (JAX);
 - `variables` = the wrapper's own variables followed by the inner ones (this is
   the JAX state order and the order in which they are saved);
-- `learning_rate`, `iterations`, `scale_loss` and `finalize_variable_values`
-  pass through, so callbacks such as `LearningRateScheduler` keep working;
+- `learning_rate`, `iterations`, `scale_loss`, `finalize_variable_values`
+  and `exclude_from_weight_decay` pass through, so callbacks such as
+  `LearningRateScheduler` keep working;
+- the wrapped optimizer's hyperparameters (`momentum`, `beta_1`, `use_ema`,
+  `clipnorm`, ...) read and write through the wrapper and through chains of
+  wrappers (see `HYPERPARAMETERS`);
 - `get_config` / `from_config` serialize the inner optimizer.
 
 Subclasses override `_apply` / `_stateless_apply` (and `_build_own` for their
@@ -20,9 +24,45 @@ from keras.src.utils import tracking  # same private helper LossScaleOptimizer u
 from keras_boost.errors import reraise_with_context
 from keras_boost.validation import check_optimizer  # noqa: F401 (re-exported)
 
+# What Keras' base optimizer sets on every optimizer in `__init__`, the
+# wrapper included; on a wrapper they belong to the wrapped optimizer.
+BASE_HYPERPARAMETERS = (
+    "weight_decay", "clipnorm", "clipvalue", "global_clipnorm", "use_ema", "ema_momentum",
+    "ema_overwrite_frequency", "loss_scale_factor", "gradient_accumulation_steps",
+)
+
+# The constructor arguments of Keras' optimizers and of keras_boost's own
+# (tests/test_wrapper_hyperparameters.py checks that this covers them): a
+# write of one of these names on a wrapper sets it on the wrapped optimizer.
+HYPERPARAMETERS = frozenset(BASE_HYPERPARAMETERS + (
+    "momentum", "nesterov", "beta", "beta_1", "beta_2", "beta_2_decay", "epsilon", "epsilon_1",
+    "epsilon_2", "amsgrad", "rho", "centered", "initial_accumulator_value", "learning_rate_power",
+    "l1_regularization_strength", "l2_regularization_strength",
+    "l2_shrinkage_regularization_strength", "clip_threshold", "relative_step", "warmup_steps",
+    "adam_beta_1", "adam_beta_2", "adam_lr_ratio", "adam_weight_decay", "exclude_embeddings",
+    "exclude_layers", "muon_a", "muon_b", "muon_c", "ns_steps", "rms_rate",
+    "initial_scale", "dynamic_growth_steps",
+    "rectify", "final_lr", "gamma", "trust_coefficient", "lars_weight_decay", "exclude_1d",
+))
+
+# Private state that Keras' `SwapEMAWeights` reads one level below
+# `model.optimizer`: the EMA slots live in the innermost optimizer.
+_FORWARDED_PRIVATE = frozenset({"_model_variables_moving_average"})
+
 
 class OptimizerWrapper(keras.optimizers.Optimizer):
     """Base class for optimizers that wrap another Keras optimizer.
+
+    Hyperparameters: reading an attribute the wrapper does not have (e.g.
+    `wrapper.momentum`, `wrapper.use_ema`) reads it from the wrapped
+    optimizer, through any chain of wrappers. Writing a name of
+    `forwarded_hyperparameters` (by default `HYPERPARAMETERS`: the arguments
+    of Keras' optimizers, e.g. `wrapper.momentum = 0.5`) sets it on the
+    wrapped optimizer, and raises `AttributeError` when that optimizer has no
+    such hyperparameter. As with a plain Keras optimizer, a Python-number
+    hyperparameter changed after the train function was traced takes effect
+    when it is traced again (`model.make_train_function(force=True)`); the
+    learning rate is a variable and changes at once.
 
     Args:
         optimizer: the `keras.optimizers.Optimizer` instance to wrap.
@@ -35,9 +75,14 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
         def _transform(self, grads):
             return [None if g is None else g * 0.5 for g in grads]
 
-    model.compile(optimizer=Halve(keras.optimizers.SGD(0.1)), loss="mse")
+    model.compile(optimizer=Halve(keras.optimizers.SGD(0.1, momentum=0.9)), loss="mse")
+    model.optimizer.momentum = 0.5   # sets the SGD's momentum
     ```
     """
+
+    # Names whose writes go to the wrapped optimizer. A subclass with a
+    # hyperparameter of its own under one of these names removes it here.
+    forwarded_hyperparameters = HYPERPARAMETERS
 
     def __init__(self, optimizer, name=None, **kwargs):
         check_optimizer(optimizer)
@@ -49,6 +94,8 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
         # learning_rate=0.0: the wrapper's own LR variable is unused, the
         # `learning_rate` property forwards to the inner optimizer.
         super().__init__(learning_rate=0.0, name=name)
+        for attr in BASE_HYPERPARAMETERS:
+            delattr(self, attr)  # reads now reach the inner optimizer's values
         self.inner_optimizer = optimizer
 
     # --- state -------------------------------------------------------------
@@ -69,7 +116,13 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
             return
         self._build_own(var_list)
         self._build_inner(var_list)
-        super().build(var_list)
+        # Not `super().build`: it would add EMA and accumulator slots here for
+        # the inner optimizer's `use_ema` / `gradient_accumulation_steps`
+        # (read through this wrapper); the inner optimizer has its own.
+        for i, variable in enumerate(var_list):
+            self._trainable_variables_indices[self._var_key(variable)] = i
+        self._trainable_variables = list(var_list)
+        self.built = True
 
     @property
     def variables(self):
@@ -123,6 +176,29 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
 
     # --- pass-through ------------------------------------------------------
 
+    def __getattr__(self, name):
+        # Only called when normal lookup fails: the wrapper's own attributes
+        # come first, anything public it lacks is the inner optimizer's.
+        inner = self.__dict__.get("inner_optimizer")  # absent while __init__ runs
+        if inner is None or (name.startswith("_") and name not in _FORWARDED_PRIVATE):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        return getattr(inner, name)
+
+    def __setattr__(self, name, value):
+        inner = self.__dict__.get("inner_optimizer")
+        if inner is None or name not in self.forwarded_hyperparameters:
+            super().__setattr__(name, value)
+        elif hasattr(inner, name):
+            setattr(inner, name, value)
+        else:
+            innermost = optimizer_chain(inner)[-1]
+            known = sorted(n for n in HYPERPARAMETERS if hasattr(inner, n))
+            raise AttributeError(
+                f"Cannot set {name!r} on {type(self).__name__} {self.name!r}: the optimizer it "
+                f"wraps ({type(innermost).__name__} {innermost.name!r}) has no hyperparameter "
+                f"{name!r}. Its hyperparameters: {known}."
+            )
+
     @property
     def learning_rate(self):
         return self.inner_optimizer.learning_rate
@@ -137,6 +213,10 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
 
     def scale_loss(self, loss):
         return self.inner_optimizer.scale_loss(loss)
+
+    def exclude_from_weight_decay(self, var_list=None, var_names=None):
+        # Weight decay is the inner optimizer's; the wrapper applies none.
+        self.inner_optimizer.exclude_from_weight_decay(var_list=var_list, var_names=var_names)
 
     def finalize_variable_values(self, var_list):
         self.inner_optimizer.finalize_variable_values(var_list)

@@ -32,11 +32,12 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
     config_lib.check_implemented(config)
     flags = config["boost"]
     if flags["dim_reduce"]:
-        # Exclusive, as in MindSpore: stage 2 replaces the optimizer chain.
-        if flags["grad_accumulation"] or loss_scale is not None:
+        # Exclusive, as in MindSpore (the resolved config has every other
+        # algorithm off): stage 2 replaces the optimizer chain.
+        if loss_scale is not None:
             raise ValueError(
-                "dim_reduce does not combine with grad_accumulation or loss scaling yet; "
-                "switch those off for stage 2 (a float32 model, loss_scale=None)."
+                "dim_reduce does not combine with loss scaling yet; stage 2 needs a float32 "
+                "model (or loss_scale=None)."
             )
         if find_in_chain(optimizer, DimReduce) is not None:
             raise ValueError(f"The optimizer {optimizer.name!r} already contains a DimReduce.")

@@ -29,11 +29,13 @@ import keras
 import numpy as np
 
 from keras_boost import backend as kb_backend
+from keras_boost import config as config_lib
 from keras_boost.atomic_write import atomic_write
 from keras_boost.callbacks.weight_trajectory import load_trajectory
 from keras_boost.errors import NoEffectWarning
 from keras_boost.ops import dim_reduce as dr
 from keras_boost.ops.pca import trajectory_pca
+from keras_boost.optimizers.base import HYPERPARAMETERS
 from keras_boost.optimizers.base import OptimizerWrapper
 
 
@@ -125,19 +127,25 @@ class DimReduce(OptimizerWrapper):
     "dim_reduce": True}, "dim_reduce": {...}}`), which runs the line search;
     `apply` alone raises.
 
+    Every argument is checked by the rule of the config's `dim_reduce`
+    section (`keras_boost.config.SCHEMA`): one rule, one error message.
+
     Args:
         optimizer: the user's optimizer (kept for its configuration only).
-        n_components: k, the subspace dimension.
-        rho: backtracking factor of the line search (steps 1, rho, ...).
-        gamma: momentum of the residual SGD.
-        alpha: learning rate of the residual SGD (replaces the user's).
-        sigma: Armijo constant.
+        n_components: k, the subspace dimension (an int >= 1).
+        rho: backtracking factor of the line search (steps 1, rho, ...),
+            in (0, 1).
+        gamma: momentum of the residual SGD, in [0, 1).
+        alpha: learning rate of the residual SGD (replaces the user's), > 0.
+        sigma: Armijo constant, in (0, 1).
         pca_mat_path, weight_load_dir: where the basis comes from (see
             `load_basis`); several workers need `pca_mat_path`, a path
             every worker reads.
-        timeout: seconds a non-chief worker waits for the chief to write
-            `pca_mat_path` before `TimeoutError` (multi-worker runs only).
-        max_line_search: trials of the line search (MindSpore: 2).
+        timeout: seconds (> 0) a non-chief worker waits for the chief to
+            write `pca_mat_path` before `TimeoutError` (multi-worker runs
+            only).
+        max_line_search: trials of the line search (an int >= 1;
+            MindSpore: 2).
         name: optional name.
 
     Example:
@@ -152,18 +160,21 @@ class DimReduce(OptimizerWrapper):
     ```
     """
 
+    # `rho` and `gamma` are DimReduce's own (the line search's, the residual
+    # momentum's), not the wrapped optimizer's.
+    forwarded_hyperparameters = HYPERPARAMETERS - {"rho", "gamma"}
+
     def __init__(self, optimizer, n_components=32, rho=0.55, gamma=0.9, alpha=0.001, sigma=0.4,
                  pca_mat_path=None, weight_load_dir=None, timeout=1800, max_line_search=2,
                  name=None, **kwargs):
         super().__init__(optimizer, name=name or "dim_reduce", **kwargs)
-        if isinstance(max_line_search, bool) or not isinstance(max_line_search, int) or max_line_search < 1:
-            raise ValueError(f"max_line_search must be an int >= 1, got {max_line_search!r}.")
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout < 0:
-            raise ValueError(f"timeout must be a number of seconds >= 0, got {timeout!r}.")
-        self.n_components, self.rho, self.gamma = n_components, rho, gamma
-        self.alpha, self.sigma, self.timeout = alpha, sigma, timeout
-        self.pca_mat_path, self.weight_load_dir = pca_mat_path, weight_load_dir
-        self.max_line_search = max_line_search
+        arguments = dict(
+            n_components=n_components, rho=rho, gamma=gamma, alpha=alpha, sigma=sigma,
+            pca_mat_path=pca_mat_path, weight_load_dir=weight_load_dir, timeout=timeout,
+            max_line_search=max_line_search,
+        )
+        for key, value in arguments.items():
+            setattr(self, key, config_lib.check_value("dim_reduce", key, value))
         if isinstance(getattr(optimizer, "_learning_rate", None), keras.optimizers.schedules.LearningRateSchedule):
             warnings.warn(
                 "DimReduce does not use the optimizer's learning-rate schedule: stage 2 takes "
@@ -184,12 +195,13 @@ class DimReduce(OptimizerWrapper):
         self.g_last = self.add_variable(shape=(k,), dtype="float32", initializer="zeros", name="g_last")
         self.last_step = self.add_variable(shape=(k,), dtype="float32", initializer="zeros", name="last_step")
         self.initialized = self.add_variable(shape=(), dtype="bool", initializer="zeros", name="initialized")
-        self.momentum = self.add_variable(shape=(n,), dtype="float32", initializer="zeros", name="momentum")
+        self.residual_momentum = self.add_variable(shape=(n,), dtype="float32", initializer="zeros",
+                                                   name="residual_momentum")
         self.accepted_steps = self.add_variable(shape=(), dtype="int32", initializer="zeros", name="accepted")
 
     def state_variables(self):
         """The variables `step` reads and writes, in its state order."""
-        return [self.inverse_hessian, self.g_last, self.last_step, self.initialized, self.momentum]
+        return [self.inverse_hessian, self.g_last, self.last_step, self.initialized, self.residual_momentum]
 
     def step(self, basis, state, weights, gradient, loss, trial_loss):
         """Pure: `(new_weights, new_state, accepted)` for flat vectors."""
