@@ -162,21 +162,21 @@ def test_rejects_non_optimizers():
 # --- depthwise / grouped kernels known by their layer's type ---------------------
 
 
-def grouped_model(name="grouped_net"):
-    """A DepthwiseConv2D named "dw" and a grouped Conv2D with a neutral name.
+def grouped_model(name="grouped_net", depthwise="dw"):
+    """A DepthwiseConv2D named `depthwise` and a grouped Conv2D with a neutral name.
 
     Both have 32 input channels, so the shape rule alone would centralize
     them; `plain` is an ordinary Conv2D that must still be centralized.
     """
     inputs = keras.Input((6, 6, 32))
-    x = L.DepthwiseConv2D(3, padding="same", use_bias=False, name="dw")(inputs)
+    x = L.DepthwiseConv2D(3, padding="same", use_bias=False, name=depthwise)(inputs)
     x = L.Conv2D(32, 3, padding="same", groups=2, use_bias=False, name="mix")(x)
     x = L.Conv2D(16, 1, use_bias=False, name="plain")(x)
     return keras.Model(inputs, L.GlobalAveragePooling2D()(x), name=name)
 
 
 def _kernels(model):
-    return [model.get_layer(n).kernel for n in ("dw", "mix", "plain")]
+    return [model.layers[i].kernel for i in (1, 2, 3)]  # the depthwise, "mix", "plain"
 
 
 def test_depthwise_named_dw_and_grouped_conv_need_the_layer_type():
@@ -216,15 +216,26 @@ def test_nested_sub_model_kernels_are_marked():
     assert [should_centralize(v) for v in _kernels(inner)] == [False, False, True]
 
 
-def test_a_step_with_model_leaves_grouped_kernels_uncentered():
-    """One SGD step against the plain step: GC only where the layer type allows."""
+GC_ONLY = {"boost": {"mode": "manual", "less_bn": True, "grad_freeze": False, "fused_batch_norm": False}}
+
+
+@pytest.mark.filterwarnings("ignore:less_bn is on:keras_boost.NoEffectWarning")
+@pytest.mark.parametrize("make", [
+    lambda m: boost.GradientCentralization(keras.optimizers.SGD(0.1), model=m),
+    # No model given: the one compiled with the optimizer is found when it builds.
+    lambda m: boost.GradientCentralization(keras.optimizers.SGD(0.1)),
+    lambda m: boost.wrap(keras.optimizers.SGD(0.1), "O0", GC_ONLY),
+], ids=["model_argument", "alone", "in_wrap"])
+def test_a_step_leaves_grouped_kernels_uncentered(make):
+    """One SGD step against the plain step: GC only where the layer type allows,
+    with a DepthwiseConv2D named "conv" (the names tell nothing)."""
     rng = np.random.default_rng(0)
     x = rng.normal(size=(4, 6, 6, 32)).astype("float32")
     y = rng.normal(size=(4, 16)).astype("float32")
     lr = 0.1
 
     def step(make_opt):
-        model = grouped_model()
+        model = grouped_model(depthwise="conv")
         for w in model.weights:
             w.assign(rng_w.normal(0, 0.1, w.shape).astype("float32"))
         start = [np.array(keras.ops.convert_to_numpy(v)) for v in _kernels(model)]
@@ -235,7 +246,7 @@ def test_a_step_with_model_leaves_grouped_kernels_uncentered():
     rng_w = np.random.default_rng(1)
     start, plain = step(lambda m: keras.optimizers.SGD(lr))
     rng_w = np.random.default_rng(1)
-    start_gc, gc = step(lambda m: boost.GradientCentralization(keras.optimizers.SGD(lr), model=m))
+    start_gc, gc = step(make)
     for a, b in zip(start, start_gc):
         np.testing.assert_array_equal(a, b)
     for i, (w0, p, g) in enumerate(zip(start, plain, gc)):
@@ -243,6 +254,13 @@ def test_a_step_with_model_leaves_grouped_kernels_uncentered():
         expected = w0 - lr * (numpy_gc(grad) if i == 2 else grad)  # only "plain" is centered
         np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-6)
     assert not np.allclose(numpy_gc((start[0] - plain[0]) / lr), (start[0] - plain[0]) / lr)
+
+
+def test_built_outside_a_model_says_which_convolutions_it_centralizes():
+    model = grouped_model(depthwise="conv")
+    opt = boost.GradientCentralization(keras.optimizers.SGD(0.1))
+    with pytest.warns(boost.NoEffectWarning, match=r"known by name only.*\['conv/kernel', 'mix/kernel', "):
+        opt.build(model.trainable_variables)
 
 
 def test_model_built_later_is_marked_when_the_optimizer_builds():

@@ -1,14 +1,18 @@
 """`GradientCentralization`: LessBN's `gc_flag`, as an optimizer wrapper."""
 
+import inspect
+import warnings
 import weakref
 
 import keras
 
+from keras_boost.errors import NoEffectWarning
 from keras_boost.layers.normalized_dense import NO_GC_ATTR
 from keras_boost.ops.centralize import GC_CHANNEL_MULTIPLE
 from keras_boost.ops.centralize import centralize
 from keras_boost.ops.centralize import gc_applies
 from keras_boost.optimizers.base import OptimizerWrapper
+from keras_boost.optimizers.base import optimizer_chain
 
 # MindSpore skips parameters whose name contains one of these.
 _SKIPPED_NAME_PARTS = ("beta", "gamma", "bias")
@@ -114,6 +118,29 @@ def should_centralize(variable, channel_multiple=GC_CHANNEL_MULTIPLE):
     return gc_applies(variable.shape, channel_multiple)
 
 
+def _building_model(optimizer):
+    """The `keras.Model` compiled with `optimizer` (alone or in a chain) whose
+    method is building it now, or None.
+
+    Keras builds a compiled model's optimizer from the model's own methods
+    (`fit`'s symbolic build, `compile_from_config`, the first train step),
+    and a Keras 3 variable does not know its layer: that model, found on the
+    call stack, is where the layer types of a plain model's variables are.
+    """
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, keras.Model) and any(
+                o is optimizer for o in optimizer_chain(getattr(owner, "optimizer", None))
+            ):
+                return owner
+            frame = frame.f_back
+        return None
+    finally:
+        del frame  # no reference cycle through this frame
+
+
 def _is_sparse(gradient):
     return type(gradient).__name__ == "IndexedSlices"
 
@@ -129,9 +156,13 @@ class GradientCentralization(OptimizerWrapper):
     -channel centering of MindSpore's `Centralization` in Keras layouts.
     Sparse (`IndexedSlices`) gradients are passed through unchanged.
 
-    Depthwise and grouped kernels are recognised by their layer's type when
-    `model` is given (or `exclude_grouped_kernels(model)` was called), else
-    by name (see `should_centralize`).
+    Depthwise and grouped kernels are recognised by their layer's type
+    (`exclude_grouped_kernels`), whatever they are called: in the layers of
+    `model` when it is given, else of the model compiled with this optimizer
+    (found when Keras builds the optimizer). An optimizer built outside a
+    model (a custom training loop) knows only the names (see
+    `should_centralize`), and says so when it centralizes convolution
+    kernels: pass `model` there.
 
     Difference from MindSpore: there, coupled weight decay is added to the
     gradient before centering; Keras applies weight decay to the variables
@@ -175,12 +206,26 @@ class GradientCentralization(OptimizerWrapper):
             exclude_grouped_kernels(model)
 
     def _build_own(self, var_list):
-        model = self._model_ref() if self._model_ref is not None else None
+        model = self._model_ref() if self._model_ref is not None else _building_model(self)
         if model is not None:
             exclude_grouped_kernels(model)
         # The JAX stateless path sees values, not variables: keep the rule's
         # result per position of the build-time variable list.
         self._gc_mask = [should_centralize(v) for v in var_list]
+        if model is None:
+            self._warn_names_only(var_list)
+
+    def _warn_names_only(self, var_list):
+        convolutions = [v.path for v, m in zip(var_list, self._gc_mask) if m and len(v.shape) >= 3]
+        if convolutions:
+            warnings.warn(
+                f"{self.name}: built outside a model, so depthwise and grouped-conv kernels are "
+                f"known by name only; the convolution kernels {convolutions} are centralized. "
+                "Pass GradientCentralization(optimizer, model=model), or call "
+                "boost.optimizers.exclude_grouped_kernels(model) before building.",
+                NoEffectWarning,
+                stacklevel=4,
+            )
 
     def _centralize(self, grads, mask):
         return [
