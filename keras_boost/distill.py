@@ -31,14 +31,30 @@ import keras
 from keras import ops
 
 
-def _output_shape(model):
-    """The output shape (without the batch axis) of a built model, or None."""
+def _symbolic_inputs(model):
+    """Symbolic inputs like those `model` was built for, or None when unknown."""
     try:
-        output = model.output
+        return model.input  # functional and Sequential models
     except (AttributeError, ValueError):
+        pass
+    # A subclassed model records the shapes it was built (or first called) with.
+    shapes = list((getattr(model, "_build_shapes_dict", None) or {}).values())
+    if len(shapes) != 1 or not isinstance(shapes[0], (tuple, list)):
         return None
-    if isinstance(output, (list, tuple, dict)):
-        return None
+    shape = tuple(shapes[0])
+    if not all(d is None or isinstance(d, int) for d in shape):
+        return None  # nested inputs
+    return keras.KerasTensor((None,) + shape[1:])
+
+
+def _output_shape(role, model, inputs):
+    """The output shape (without the batch axis) of `model` on symbolic `inputs`."""
+    output = model.compute_output_spec(inputs)
+    if not isinstance(output, keras.KerasTensor):
+        raise ValueError(
+            f"The {role} must return one tensor (the per-class outputs); it returns "
+            f"{keras.tree.map_structure(lambda t: tuple(t.shape), output)}."
+        )
     return tuple(output.shape[1:])
 
 
@@ -64,7 +80,10 @@ class Distiller(keras.Model):
 
     Raises:
         ValueError: for a temperature <= 0, an alpha outside [0, 1], or
-            teacher and student output shapes that differ.
+            teacher and student output shapes that differ (or are not one
+            tensor each); the shapes are compared here when both models
+            are built (functional, or subclassed and already called or
+            built), else at the first training step.
 
     Example:
 
@@ -99,9 +118,14 @@ class Distiller(keras.Model):
                 f"alpha must be in [0, 1] (the weight of the hard, label loss; 1 - alpha weights "
                 f"the teacher's soft loss), got {alpha!r}."
             )
-        teacher_shape, student_shape = _output_shape(teacher), _output_shape(student)
-        if teacher_shape is not None and student_shape is not None:
-            self._check_shapes(teacher_shape, student_shape)
+        # Checked here when both models are built and an input shape is known
+        # (else at the first training step, in `distillation_loss`).
+        inputs = _symbolic_inputs(teacher)
+        if inputs is None:
+            inputs = _symbolic_inputs(student)
+        if teacher.built and student.built and inputs is not None:
+            self._check_shapes(_output_shape("teacher", teacher, inputs),
+                               _output_shape("student", student, inputs))
         self.teacher = teacher
         self.student = student
         self.temperature = temperature

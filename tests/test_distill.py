@@ -121,6 +121,52 @@ def test_distiller_rejects_bad_input(teacher):
         boost.Distiller(teacher, "student")
 
 
+class Subclassed(keras.Model):
+    def __init__(self, classes, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden = keras.layers.Dense(8, activation="relu")
+        self.head = keras.layers.Dense(classes)
+
+    def build(self, input_shape):
+        self.hidden.build(input_shape)
+        self.head.build((None, 8))
+
+    def call(self, inputs):
+        return self.head(self.hidden(inputs))
+
+
+def built_subclassed(classes, how):
+    model = Subclassed(classes)
+    if how == "build":
+        model.build((None, 784))
+    else:
+        model(np.zeros((2, 784), "float32"))
+    return model
+
+
+@pytest.mark.parametrize("teacher_kind", ["functional", "build", "call"])
+@pytest.mark.parametrize("student_kind", ["build", "call"])
+def test_output_shapes_of_subclassed_models_are_checked_at_construction(teacher_kind, student_kind):
+    small_teacher = mlp(8, 0, "teacher") if teacher_kind == "functional" else built_subclassed(10, teacher_kind)
+    with pytest.raises(ValueError, match=r"teacher's output shape \(10,\) differs from the student's \(5,\)"):
+        boost.Distiller(small_teacher, built_subclassed(5, student_kind))
+    boost.Distiller(small_teacher, built_subclassed(10, student_kind))  # same shape: accepted
+
+
+def test_unbuilt_student_is_checked_at_the_first_step():
+    distiller = boost.Distiller(mlp(8, 0, "teacher"), keras.Sequential([keras.layers.Dense(5)]))
+    distiller.compile(optimizer="sgd", loss=LOSS)
+    with pytest.raises(ValueError, match=r"\(10,\) differs from the student's \(5,\)"):
+        distiller.fit(np.zeros((4, 784), "float32"), np.zeros((4,), "int32"), verbose=0)
+
+
+def test_multi_output_models_are_refused():
+    inputs = keras.Input((784,))
+    two = keras.Model(inputs, [keras.layers.Dense(10)(inputs), keras.layers.Dense(10)(inputs)])
+    with pytest.raises(ValueError, match=r"The student must return one tensor.*\[\(None, 10\), \(None, 10\)\]"):
+        boost.Distiller(mlp(8, 0, "teacher"), two)
+
+
 def test_distiller_config_and_saving(tmp_path, mnist, teacher):
     (x, y), _ = mnist
     student = mlp(8, 6, "student")
