@@ -94,7 +94,9 @@ def test_save_load_round_trip_strip_and_report(tmp_path):
             np.testing.assert_array_equal(a, b)
     assert int(keras.ops.convert_to_numpy(loaded.get_layer("prune_low_magnitude_d1").pruning_step)) == 8
     x, _ = data()
+    assert isinstance(loaded, pruning.PrunedModel)
     plain = pruning.strip(loaded)
+    assert not isinstance(plain, pruning.PrunedModel)
     assert all(not isinstance(l, pruning.PruneLowMagnitude) for l in plain.layers)
     assert not any("pruning" in w.path for w in plain.weights)
     assert pruning.sparsity_report(plain) == pruning.sparsity_report(model)
@@ -196,3 +198,54 @@ def test_unfinished_schedule_warns():
     model.compile(optimizer="sgd", loss=LOSS)
     with pytest.warns(UserWarning, match="before the schedule's end_step"):
         model.fit(x, y, epochs=1, batch_size=32, verbose=0, callbacks=[pruning.UpdatePruningMasks()])
+
+
+def test_fit_prunes_without_the_callback():
+    x, y = data()
+    model = pruning.prune_low_magnitude(small_model(), 0.75, pruning.PolynomialDecay(end_step=12, frequency=3))
+    assert isinstance(model, pruning.PrunedModel)
+    model.compile(optimizer=keras.optimizers.Adam(1e-2), loss=LOSS)
+    model.fit(x, y, epochs=2, batch_size=32, verbose=0)
+    _assert_target_and_zeros(model, 0.75)
+    assert int(keras.ops.convert_to_numpy(model.get_layer("prune_low_magnitude_d1").pruning_step)) == 16
+
+
+def test_a_given_callback_is_used_once():
+    calls = []
+
+    class Counting(pruning.UpdatePruningMasks):
+        def on_train_begin(self, logs=None):
+            calls.append(self)
+            super().on_train_begin(logs)
+
+    x, y = data(n=64)
+    model = pruning.prune_low_magnitude(small_model(), 0.5, pruning.PolynomialDecay(end_step=4, frequency=1))
+    model.compile(optimizer="sgd", loss=LOSS)
+    callback = Counting(total_steps=4)
+    model.fit(x, y, epochs=2, batch_size=32, verbose=0, callbacks=[callback])
+    assert calls == [callback]
+
+
+def plain_container(pruned):
+    """The pruned layers in a plain keras.Model, whose fit adds no callback."""
+    return keras.Model(pruned.input, pruned.output)
+
+
+@pytest.mark.parametrize("container", [lambda pruned: pruned, plain_container], ids=["pruned_model", "plain"])
+def test_train_on_batch_without_the_callback_raises_before_any_update(container):
+    x, y = data(n=32)
+    model = container(pruning.prune_low_magnitude(small_model(), 0.5, pruning.PolynomialDecay(end_step=4)))
+    model.compile(optimizer="sgd", loss=LOSS)
+    before = to_numpy(model.weights)
+    with pytest.raises(RuntimeError, match=r"without the boost.pruning.UpdatePruningMasks callback"):
+        model.train_on_batch(x, y)
+    for a, b in zip(before, to_numpy(model.weights)):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_another_models_fit_without_the_callback_raises():
+    x, y = data(n=32)
+    model = plain_container(pruning.prune_low_magnitude(small_model(), 0.5, pruning.PolynomialDecay(end_step=4)))
+    model.compile(optimizer="sgd", loss=LOSS)
+    with pytest.raises(RuntimeError, match="UpdatePruningMasks"):
+        model.fit(x, y, epochs=1, verbose=0)

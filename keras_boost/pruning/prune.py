@@ -3,11 +3,15 @@
 `prune_low_magnitude(model, target_sparsity)` returns a copy of `model` whose
 kernel layers are wrapped in `PruneLowMagnitude` (which holds the 0/1 mask and
 the pruning step as non-trainable variables, so they save and load with the
-model). Train it with the `UpdatePruningMasks` callback: after every batch it
-recomputes the masks when the schedule says so and multiplies each pruned
+model). The `UpdatePruningMasks` callback does the pruning: after every batch
+it recomputes the masks when the schedule says so and multiplies each pruned
 kernel by its mask, so the pruned weights are exactly zero after every
-optimizer update. `strip(model)` returns the plain model with the zeros baked
-in; `sparsity_report(model)` gives the real fraction of zeros per layer.
+optimizer update. The copy is a `PrunedModel`, whose `fit` adds the callback
+when it is not given; a pruned layer trained with no callback driving it
+(`train_on_batch`, another model's `fit`, a custom loop) raises at its first
+training call instead of pruning nothing. `strip(model)` returns the plain
+model with the zeros baked in; `sparsity_report(model)` gives the real
+fraction of zeros per layer.
 
 Why a callback and not an optimizer wrapper: on JAX the optimizer's
 `stateless_apply` sees only trainable and optimizer state, never the model's
@@ -24,7 +28,7 @@ Example:
 ```python
 pruned = boost.pruning.prune_low_magnitude(model, 0.8)
 pruned.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
-pruned.fit(x, y, epochs=3, callbacks=[boost.pruning.UpdatePruningMasks()])
+pruned.fit(x, y, epochs=3)                   # adds UpdatePruningMasks()
 boost.pruning.sparsity_report(pruned)        # {"dense": 0.8, ...}
 plain = boost.pruning.strip(pruned)
 ```
@@ -251,6 +255,8 @@ class PruneLowMagnitude(keras.layers.Wrapper):
         super().__init__(layer, **kwargs)
         self.schedule = schedule
         self._call_passes_training = getattr(layer, "_call_has_training_arg", False)
+        # Set by the UpdatePruningMasks callback that updates this layer's mask.
+        self._masks_driven = False
 
     def build(self, input_shape=None):
         if not self.layer.built:
@@ -275,6 +281,16 @@ class PruneLowMagnitude(keras.layers.Wrapper):
         return kernel_variable(self.layer)
 
     def call(self, inputs, training=None):
+        if training and not self._masks_driven:
+            # Python, so on TF and JAX it runs when the train step is traced,
+            # before any update.
+            raise RuntimeError(
+                f"{self.name!r} is being trained without the boost.pruning.UpdatePruningMasks "
+                "callback, which advances the pruning schedule and applies the masks: without it "
+                "nothing is pruned. Pass callbacks=[boost.pruning.UpdatePruningMasks()] to fit "
+                "(a PrunedModel's fit adds it), or in a custom loop call its on_train_begin() "
+                "and on_train_batch_end(step)."
+            )
         if self._call_passes_training:
             return self.layer(inputs, training=training)
         return self.layer(inputs)
@@ -324,8 +340,9 @@ def prune_low_magnitude(model, target_sparsity, schedule=None, layers=None):
     """A copy of `model` set up for magnitude pruning to `target_sparsity`.
 
     Every layer with a kernel (or only those in `layers`) is wrapped in
-    `PruneLowMagnitude`; weights are copied, `model` is left untouched. Train
-    the copy with `UpdatePruningMasks()` in the callbacks.
+    `PruneLowMagnitude`; weights are copied, `model` is left untouched. The
+    copy is a `PrunedModel`: its `fit` runs the `UpdatePruningMasks()`
+    callback that prunes (pass one yourself to set `total_steps`).
 
     Args:
         model: a built Sequential or functional `keras.Model`.
@@ -338,7 +355,7 @@ def prune_low_magnitude(model, target_sparsity, schedule=None, layers=None):
             `model`) to prune; each must have a kernel.
 
     Returns:
-        The new model (uncompiled).
+        The new `PrunedModel` (functional, uncompiled).
 
     Raises:
         ValueError: sparsity outside (0, 1], a bad schedule, a named layer
@@ -349,7 +366,7 @@ def prune_low_magnitude(model, target_sparsity, schedule=None, layers=None):
     ```python
     pruned = boost.pruning.prune_low_magnitude(model, 0.5, boost.pruning.PolynomialDecay(end_step="0.6dur"))
     pruned.compile(optimizer="adam", loss="mse")
-    pruned.fit(x, y, epochs=2, callbacks=[boost.pruning.UpdatePruningMasks()])
+    pruned.fit(x, y, epochs=2)
     ```
     """
     _check_model(model, "prune_low_magnitude")
@@ -410,7 +427,8 @@ def prune_low_magnitude(model, target_sparsity, schedule=None, layers=None):
         if isinstance(copy, PruneLowMagnitude) and not copy.built:
             copy.build()
 
-    return _clone(model, clone_function, copy_weights)
+    clone = _clone(model, clone_function, copy_weights)
+    return PrunedModel(clone.input, clone.output, name=clone.name)
 
 
 def apply_masks(model):
@@ -453,7 +471,10 @@ def strip(model):
         else:
             copy.set_weights(original.get_weights())
 
-    return _clone(model, clone_function, copy_weights)
+    plain = _clone(model, clone_function, copy_weights)
+    if isinstance(plain, PrunedModel):  # clone_model keeps the class
+        plain = keras.Model(plain.input, plain.output, name=plain.name)
+    return plain
 
 
 def sparsity_report(model):
@@ -522,6 +543,7 @@ class UpdatePruningMasks(keras.callbacks.Callback):
             total = int(self.params["epochs"]) * int(self.params["steps"])
         for wrapper in self._wrappers:
             wrapper.schedule.resolve(total)
+            wrapper._masks_driven = True
         self._steps = [int(ops.convert_to_numpy(w.pruning_step)) for w in self._wrappers]
 
     def on_epoch_begin(self, epoch, logs=None):
@@ -569,3 +591,30 @@ class UpdatePruningMasks(keras.callbacks.Callback):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+
+@keras.saving.register_keras_serializable(package="keras_boost")
+class PrunedModel(keras.Model):
+    """The functional model `prune_low_magnitude` returns: its `fit` prunes.
+
+    `fit` adds an `UpdatePruningMasks()` callback unless its `callbacks`
+    list holds one already (pass your own to set `total_steps`); everything
+    else is `keras.Model`'s.
+
+    Example:
+
+    ```python
+    pruned = boost.pruning.prune_low_magnitude(model, 0.8)   # a PrunedModel
+    pruned.compile(optimizer="adam", loss="sparse_categorical_crossentropy")
+    pruned.fit(x, y, epochs=3)
+    ```
+    """
+
+    def fit(self, x=None, y=None, batch_size=None, epochs=1, verbose="auto", callbacks=None, **kwargs):
+        # A ready CallbackList is left as given (without the callback, the
+        # pruned layers raise at the first step).
+        if not isinstance(callbacks, keras.callbacks.CallbackList) and not any(
+            isinstance(c, UpdatePruningMasks) for c in callbacks or []
+        ):
+            callbacks = [*(callbacks or []), UpdatePruningMasks()]
+        return super().fit(x, y, batch_size, epochs, verbose, callbacks, **kwargs)
