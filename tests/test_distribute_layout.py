@@ -117,10 +117,13 @@ def _assert_divides(layout_map, model):
         assert sum(bool(re.fullmatch(key, v.path)) for v in model.variables) == 1
 
 
-def test_auto_layout_transformer_block():
+@pytest.mark.parametrize("min_size", [{"min_size": 0}, {}], ids=["min_size_0", "default_min_size"])
+def test_auto_layout_transformer_block(min_size):
+    # The default min_size keeps small kernels replicated, but not the
+    # transformer patterns: this block's kernels are tiny (256-512 elements).
     keras.utils.set_random_seed(SEED)
     model = transformer_block()
-    layout_map = boost.distribute.auto_layout(model, mesh(), min_size=0)
+    layout_map = boost.distribute.auto_layout(model, mesh(), **min_size)
     assert isinstance(layout_map, keras.distribution.LayoutMap)
     axes = lambda suffix: layout_map[path_of(model, suffix)].axes  # noqa: E731
     assert axes("embed/embeddings") == ("model", None)
@@ -136,6 +139,19 @@ def test_auto_layout_transformer_block():
     assert layout_map[path_of(model, "ln1/gamma")] is None
     _assert_divides(layout_map, model)
     assert "sharded" in layout_map.report()
+
+
+def test_heads_and_vocabulary_that_do_not_divide_fall_back_to_the_other_axis():
+    model = transformer_block(vocab=30, heads=2)  # 30 % 4, 2 % 4: head size 8 and features 16 divide
+    layout_map = boost.distribute.auto_layout(model, mesh())
+    axes = lambda suffix: layout_map[path_of(model, suffix)].axes  # noqa: E731
+    assert axes("embed/embeddings") == (None, "model")
+    for proj in ("query", "key", "value"):
+        assert axes(f"{proj}/kernel") == (None, None, "model")
+    assert axes("attention_output/kernel") == (None, "model", None)
+    (query,) = [d for d in layout_map.decisions if d.path == path_of(model, "query/kernel")]
+    assert "dimension 1 of size 2 does not divide" in query.reason
+    _assert_divides(layout_map, model)
 
 
 def test_auto_layout_cnn():
@@ -160,7 +176,8 @@ def test_min_size_keeps_small_kernels_replicated():
 def test_forced_layout_that_does_not_divide_is_an_error():
     inputs = keras.Input((16,))
     model = keras.Model(inputs, keras.layers.Dense(30, name="d30")(inputs))
-    layout_map = boost.distribute.auto_layout(model, mesh(), min_size=0)
+    with pytest.warns(boost.NoEffectWarning, match="shards no variable.*model axis of size 4"):
+        layout_map = boost.distribute.auto_layout(model, mesh(), min_size=0)
     assert len(layout_map) == 0 and "30" in layout_map.replicated[0].reason
     with pytest.raises(ValueError, match=r"'d30/kernel'.*dimension 1 of size 30.*'model' of size 4"):
         boost.distribute.auto_layout(model, mesh(), min_size=0, overrides={"d30/kernel": (None, "model")})
@@ -235,7 +252,8 @@ def test_model_parallel_training_matches_single_device(tmp_path):
         report = json.loads((tmp_path / f"{kind}.json").read_text())
         assert report["devices"] == 8
         sharded = [r for r in report["variables"] if any(a is not None for a in r["layout"])]
-        assert len(sharded) >= (12 if kind == "transformer" else 5), report
+        # The transformer: embedding, q/k/v kernels and biases, output, FFN pair (the small head stays replicated).
+        assert len(sharded) >= (11 if kind == "transformer" else 5), report
         for r in report["variables"]:
             for size, shard, axis in zip(r["shape"], r["shard"], r["layout"]):
                 assert shard == (size // 4 if axis == "model" else size), r
@@ -251,8 +269,10 @@ def _worker(out_dir):
         keras.utils.set_random_seed(SEED)
         single = build()
         init = single.get_weights()
+        # The transformer block with the default min_size: its patterns are split whatever their size.
         layout_map = boost.distribute.auto_layout(
-            single, boost.distribute.device_mesh((2, 4), devices=keras.distribution.list_devices()), min_size=0)
+            single, boost.distribute.device_mesh((2, 4), devices=keras.distribution.list_devices()),
+            **({} if kind == "transformer" else {"min_size": 0}))
 
         def train(model):
             model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9), loss="mse")

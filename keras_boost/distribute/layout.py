@@ -12,13 +12,19 @@ mesh's model axis,
   parallel", bias replicated), so the hidden activation stays sharded between
   them; a Dense without a partner is split on its output axis;
 - MultiHeadAttention: query / key / value on the heads axis (column), the
-  output projection on its heads axis (row): one head group per device;
-- Embedding: on the vocabulary axis;
+  output projection on its heads axis (row): one head group per device (on
+  the head-size axis when the heads do not divide);
+- Embedding: on the vocabulary axis (on the feature axis when the vocabulary
+  does not divide);
 - Conv1D/2D/3D (and transposed convolutions): on the output-channel axis.
 
-Kernels smaller than `min_size` elements, and kernels whose dimension does not
-divide by the model-axis size, stay replicated; every decision (sharded or not,
-and why) is in the returned map's `decisions` / `report()`. Each key is the
+These transformer patterns (embedding, attention, Megatron pairs) are split
+whatever their size: their layouts pay off together, and a model axis asks for
+them. Other kernels (convolutions, a Dense without a partner) smaller than
+`min_size` elements stay replicated, as does any kernel whose dimensions do not
+divide by the model-axis size; every decision (sharded or not, and why) is in
+the returned map's `decisions` / `report()`, and a map that shards nothing
+says so with a `NoEffectWarning`. Each key is the
 variable's exact path (`re.escape`d, anchored), so no key matches another
 variable. Any sharding gives the same math under XLA's SPMD partitioner; the
 pairing only decides how much communication there is.
@@ -48,8 +54,11 @@ model.compile(...); model.fit(...)
 import dataclasses
 import math
 import re
+import warnings
 
 import keras
+
+from keras_boost.errors import NoEffectWarning
 
 MODEL_AXIS = "model"
 DEFAULT_MIN_SIZE = 1 << 16  # elements: 256 KiB of float32
@@ -59,9 +68,12 @@ DEFAULT_MIN_SIZE = 1 << 16  # elements: 256 KiB of float32
 class Candidate:
     """A variable that may be sharded on one axis (pure data: path and shape).
 
-    `axis` is the axis the rule wants to split; `kind` names the rule
-    ("column", "row", "embedding", "conv", "bias"); `follows` is the path of
-    the kernel a bias follows (the bias is split only when its kernel is).
+    `axis` is the axis the rule wants to split, `fallback` the axes to try
+    next when it does not divide; `kind` names the rule ("column", "row",
+    "embedding", "conv", "bias"); `pattern` marks a kernel of a transformer
+    pattern (embedding, attention, Megatron pair), split whatever its size;
+    `follows` is the path of the kernel a bias follows (the bias is split
+    only when its kernel is).
     """
 
     path: str
@@ -70,6 +82,8 @@ class Candidate:
     kind: str
     layer: str = ""
     follows: str = None
+    fallback: tuple = ()
+    pattern: bool = False
 
 
 @dataclasses.dataclass
@@ -148,11 +162,13 @@ def check_layout(path, shape, axes, mesh_sizes):
 def decide(candidates, model_size, *, model_axis=MODEL_AXIS, min_size=DEFAULT_MIN_SIZE, strict=False):
     """The sharding decision for each candidate, as `ShardDecision`s (pure).
 
-    A kernel is split on `candidate.axis` when it has at least `min_size`
-    elements and that dimension divides by `model_size`; a bias is split
-    exactly when the kernel it follows is. With `strict=True` a kernel that
-    the rule would split but whose dimension does not divide raises the
-    ValueError of `check_layout` instead of staying replicated.
+    A kernel is split on the first of `candidate.axis` and its `fallback`
+    axes whose dimension divides by `model_size`, when it is part of a
+    transformer pattern (`candidate.pattern`) or has at least `min_size`
+    elements; a bias is split exactly when the kernel it follows is. With
+    `strict=True` a kernel that the rule would split but whose dimensions do
+    not divide raises the ValueError of `check_layout` instead of staying
+    replicated.
 
     Example:
 
@@ -177,13 +193,14 @@ def decide(candidates, model_size, *, model_axis=MODEL_AXIS, min_size=DEFAULT_MI
         if model_size == 1:
             decisions.append(ShardDecision(c.path, shape, None, c.kind, "model axis of size 1"))
             continue
-        if size < min_size:
+        if size < min_size and not c.pattern:
             decisions.append(ShardDecision(
                 c.path, shape, None, c.kind, f"small: {size} elements < min_size={min_size}"))
             continue
-        axes = tuple(model_axis if i == c.axis else None for i in range(len(shape)))
-        if shape[c.axis] % model_size:
+        axis = next((a for a in (c.axis, *c.fallback) if shape[a] % model_size == 0), None)
+        if axis is None:
             if strict:
+                axes = tuple(model_axis if i == c.axis else None for i in range(len(shape)))
                 check_layout(c.path, shape, axes, {model_axis: model_size})
             decisions.append(ShardDecision(
                 c.path, shape, None, c.kind,
@@ -191,8 +208,11 @@ def decide(candidates, model_size, *, model_axis=MODEL_AXIS, min_size=DEFAULT_MI
                 f"model-axis size {model_size}"))
             continue
         split.add(c.path)
-        decisions.append(ShardDecision(c.path, shape, axes, c.kind, f"{c.kind} parallel on dimension "
-                                       f"{c.axis % len(shape)}"))
+        axes = tuple(model_axis if i == axis else None for i in range(len(shape)))
+        reason = f"{c.kind} parallel on dimension {axis % len(shape)}"
+        if axis != c.axis:
+            reason += f" (dimension {c.axis % len(shape)} of size {shape[c.axis]} does not divide)"
+        decisions.append(ShardDecision(c.path, shape, axes, c.kind, reason))
     return decisions
 
 
@@ -218,7 +238,8 @@ def _einsum_parts(equation):
 
 
 def _linear(layer):
-    """(kernel, bias, in_width, out_width, column_axis, row_axis, bias_axis) of a Dense/EinsumDense."""
+    """(kernel, bias, in_width, out_width, column_axes, row_axes, bias_axis) of a
+    Dense/EinsumDense; the axes in the order they are tried."""
     kernel = _own_weight(layer, "kernel")
     if kernel is None or len(kernel.shape) < 2:
         return None
@@ -230,15 +251,15 @@ def _linear(layer):
         inputs = [i for i, ch in enumerate(ker) if ch in inp and ch not in out]
         if not outputs or not inputs:
             return None
-        col, row = outputs[0], inputs[0]
+        col = outputs[0]
         bias_axis = None
         if bias is not None and layer.bias_axes and ker[col] in layer.bias_axes:
             first = min(out.find(ch) for ch in layer.bias_axes)
             bias_axis = out[first:].find(ker[col])
         in_width = math.prod(shape[i] for i in inputs)
         out_width = math.prod(shape[i] for i in outputs)
-        return kernel, bias, in_width, out_width, col, row, bias_axis
-    return kernel, bias, shape[0], shape[-1], len(shape) - 1, 0, 0
+        return kernel, bias, in_width, out_width, tuple(outputs), tuple(inputs), bias_axis
+    return kernel, bias, shape[0], shape[-1], (len(shape) - 1,), (0,), 0
 
 
 def _layers_in_order(model):
@@ -268,15 +289,17 @@ def _attention_candidates(layer):
         info = _linear(sub) if sub is not None else None
         if info is None:
             continue
-        kernel, bias, _, _, col, _, bias_axis = info
-        out.append(Candidate(kernel.path, _shape(kernel), col, "column", sub.name))
+        kernel, bias, _, _, cols, _, bias_axis = info
+        out.append(Candidate(kernel.path, _shape(kernel), cols[0], "column", sub.name,
+                             fallback=cols[1:], pattern=True))
         if bias is not None and bias_axis is not None:
             out.append(Candidate(bias.path, _shape(bias), bias_axis, "bias", sub.name, follows=kernel.path))
     sub = getattr(layer, "_output_dense", None)
     info = _linear(sub) if sub is not None else None
     if info is not None:
-        kernel, _, _, _, _, row, _ = info
-        out.append(Candidate(kernel.path, _shape(kernel), row, "row", sub.name))
+        kernel, _, _, _, _, rows, _ = info
+        out.append(Candidate(kernel.path, _shape(kernel), rows[0], "row", sub.name,
+                             fallback=rows[1:], pattern=True))
     return out
 
 
@@ -286,21 +309,26 @@ def candidates(model):
     Megatron pairing: consecutive Dense/EinsumDense layers (in the order of
     `model.layers`, which is the functional graph's order) where the
     first one's output width equals the second one's input width become a
-    (column, row) pair; an unpaired one is column parallel.
+    (column, row) pair; an unpaired one is column parallel. Pairs,
+    attention projections and embeddings are marked `pattern`.
     """
     if not getattr(model, "built", False) or not model.variables:
         raise ValueError(
             f"auto_layout needs a built model with variables; {getattr(model, 'name', model)!r} has none yet. "
             "Build it first (call it on data, or create it with keras.Input)."
         )
-    found, pending = [], None  # pending: an unpaired column-parallel linear layer's out width
+    # pending: (out width, kernel candidate) of an unpaired column-parallel linear layer
+    found, pending = [], None
 
-    def add_linear(layer, info, role):
-        kernel, bias, _, _, col, row, bias_axis = info
-        axis = col if role == "column" else row
-        found.append(Candidate(kernel.path, _shape(kernel), axis, role, layer.name))
+    def add_linear(layer, info, role, pattern=False):
+        kernel, bias, _, _, cols, rows, bias_axis = info
+        axes = cols if role == "column" else rows
+        candidate = Candidate(kernel.path, _shape(kernel), axes[0], role, layer.name, fallback=axes[1:],
+                              pattern=pattern)
+        found.append(candidate)
         if bias is not None and role == "column" and bias_axis is not None:
             found.append(Candidate(bias.path, _shape(bias), bias_axis, "bias", layer.name, follows=kernel.path))
+        return candidate
 
     for layer in _layers_in_order(model):
         if getattr(layer, "quantization_mode", None):
@@ -313,16 +341,17 @@ def candidates(model):
             if info is None:
                 continue
             in_width, out_width = info[2], info[3]
-            if pending is not None and pending == in_width:
-                add_linear(layer, info, "row")
+            if pending is not None and pending[0] == in_width:
+                pending[1].pattern = True  # the column half of the pair
+                add_linear(layer, info, "row", pattern=True)
                 pending = None
             else:
-                add_linear(layer, info, "column")
-                pending = out_width
+                pending = (out_width, add_linear(layer, info, "column"))
         elif isinstance(layer, keras.layers.Embedding):
             table = _own_weight(layer, "embeddings")
             if table is not None:
-                found.append(Candidate(table.path, _shape(table), 0, "embedding", layer.name))
+                found.append(Candidate(table.path, _shape(table), 0, "embedding", layer.name, fallback=(1,),
+                                       pattern=True))
         elif isinstance(layer, (keras.layers.Conv1D, keras.layers.Conv2D, keras.layers.Conv3D,
                                 keras.layers.Conv1DTranspose, keras.layers.Conv2DTranspose,
                                 keras.layers.Conv3DTranspose)):
@@ -448,9 +477,11 @@ def auto_layout(model, mesh, *, model_axis=MODEL_AXIS, min_size=DEFAULT_MIN_SIZE
         mesh: a `keras.distribution.DeviceMesh` with an axis named
             `model_axis` (e.g. shape `(2, 4)`, axes `("batch", "model")`).
         model_axis: the mesh axis the kernels are split over.
-        min_size: kernels with fewer elements stay replicated (default
-            65536: below that, the communication costs more than the memory
-            saved).
+        min_size: kernels outside the transformer patterns (convolutions,
+            a Dense without a partner) with fewer elements stay replicated
+            (default 65536: below that, the communication costs more than
+            the memory saved). Embeddings, attention projections and
+            Megatron pairs are split whatever their size.
         overrides: optional dict variable path -> layout (a tuple of
             mesh-axis names / None, one per dimension) that replaces the
             automatic decision for that variable; a layout that does not
@@ -505,4 +536,13 @@ def auto_layout(model, mesh, *, model_axis=MODEL_AXIS, min_size=DEFAULT_MIN_SIZE
             layout_map[path_key(d.path)] = tuple(d.axes)
     if verbose:
         print(layout_map.report())
+    if sizes[model_axis] > 1 and not layout_map.sharded:
+        warnings.warn(
+            f"auto_layout shards no variable of {model.name!r} over the model axis of size "
+            f"{sizes[model_axis]}, so ModelParallel with this map is data parallel; why, per "
+            "variable: layout_map.report() (lower min_size, or a model axis that divides the "
+            "layer widths).",
+            NoEffectWarning,
+            stacklevel=2,
+        )
     return layout_map

@@ -137,7 +137,8 @@ def plan(model, devices=None, *, memory_budget=2 * GIB, model_size=None, axis_na
         model_size: force the model-axis size (must divide the device
             count) instead of choosing it.
         axis_names: the (data, model) axis names.
-        min_size: as in `auto_layout` (kernels smaller stay replicated).
+        min_size: as in `auto_layout` (kernels outside the transformer
+            patterns with fewer elements stay replicated).
         state_factor: multiplier for optimizer state (1: parameters only;
             3 for Adam).
 
