@@ -195,7 +195,14 @@ SCHEMA = {
         # keras_boost.precision).
         "precision": (None, _choice(None, "float32", "mixed_float16", "mixed_bfloat16", "auto")),
     },
-    "less_bn": {"fn_flag": (True, _bool), "gc_flag": (True, _bool)},
+    "less_bn": {
+        "fn_flag": (True, _bool),
+        "gc_flag": (True, _bool),
+        # Extension: also remove the BNs LessBN keeps by default, the frozen
+        # ones (trainable=False, or in a frozen model) and the trained ones
+        # (moving statistics moved: pretrained weights).
+        "remove_pretrained_bn": (False, _bool),
+    },
     "grad_freeze": {
         "param_groups": (10, _int(1)),
         "freeze_type": (1, _choice(0, 1)),
