@@ -2,10 +2,11 @@
 
 A "pretrained" base (a functional CNN whose BNs hold moved moving
 statistics, as after pretraining) is frozen and called with
-`training=False` under a new head; phase 1 trains the head. Phase 2 unfreezes
-the top of the base, keeps its BatchNormalization layers frozen (they stay
-in inference mode, as keras.io does), recompiles at a lower learning rate
-and trains again.
+`training=False` under a new head; phase 1 trains the head. Phase 2
+unfreezes the base, recompiles at a lower learning rate and trains again:
+either all of it (keras.io's `base_model.trainable = True`; the BNs stay in
+inference mode through `training=False`, their scale and offset train), or
+only its top block with the BatchNormalization layers kept frozen.
 
 Example:
 
@@ -64,8 +65,13 @@ def transfer_model():
     return model, base, images(SAMPLES, SIZE, 3, CLASSES)
 
 
+def unfreeze_all(base):
+    """Phase 2 as keras.io writes it."""
+    base.trainable = True
+
+
 def unfreeze_top(base):
-    """Phase 2: the top block trains, the rest of the base and every
+    """Phase 2 for the top block only: the rest of the base and every
     BatchNormalization stay frozen."""
     base.trainable = True
     for layer in base.layers:
