@@ -101,11 +101,10 @@ class _Copier:
         else:
             new = keras.models.clone_model(model, clone_function=self.copy, call_function=self._call)
             new = _same_class(model, new)
-        # Not through the `trainable` setter, which would push the flag down
-        # onto every sublayer (each keeps its own, copied with its config). A
-        # frozen base must stay frozen, and so that `base.trainable = True`
-        # later reaches its sublayers: on TensorFlow, setting the value a
-        # layer already has is skipped without calling the setter.
+        # `_trainable`, not the setter: the setter would push the flag down
+        # onto every sublayer, which keeps its own (from its config). A copy
+        # that lost a frozen base's False could never be unfrozen on
+        # TensorFlow, which skips `base.trainable = True` when it is True.
         new._trainable = model.trainable
         return new
 
