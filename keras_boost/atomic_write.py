@@ -14,8 +14,9 @@ def atomic_write(path, write):
 
     The temporary file lives in the same directory, so the final
     `os.replace` is atomic: readers see the old file or the new one, never
-    half. On any error the temporary file is removed and `path` is left as
-    it was.
+    half. The file gets the permissions `open(path, "w")` gives a new file
+    (0666 less the umask). On any error the temporary file is removed and
+    `path` is left as it was.
 
     Example:
 
@@ -27,6 +28,8 @@ def atomic_write(path, write):
     directory = os.path.dirname(os.fspath(path))
     fd, tmp = tempfile.mkstemp(dir=directory or None, prefix=".tmp-")
     try:
+        # mkstemp creates the file 0600; give it the mode `open(path, "w")` would.
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.replace(tmp, path)
@@ -34,3 +37,10 @@ def atomic_write(path, write):
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def _umask():
+    """The process's umask (reading it means setting it: put it straight back)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask

@@ -11,10 +11,9 @@ class LRFinderResult:
 
     Attributes:
         learning_rates, losses: per step (the raw batch losses).
-        smoothed: exponentially smoothed, bias-corrected losses.
-        suggestion: the learning rate where the smoothed loss falls
-            fastest per log-unit of learning rate, before its minimum
-            (the first tenth of the steps is left out: batch noise).
+        smoothed: the losses under a centered running median (see
+            `suggest_learning_rate`): the curve the suggestion is read from.
+        suggestion: `suggest_learning_rate(learning_rates, losses)`.
         diverged: whether the test stopped early on a blown-up loss.
     """
 
@@ -39,7 +38,7 @@ class LRFinderResult:
             ) from error
         fig, ax = plt.subplots(figsize=(6, 4))
         ax.plot(self.learning_rates, self.losses, alpha=0.3, label="batch loss")
-        ax.plot(self.learning_rates, self.smoothed, label="smoothed")
+        ax.plot(self.learning_rates, self.smoothed, label="running median")
         ax.axvline(self.suggestion, color="k", linestyle="--", label=f"suggestion {self.suggestion:.2g}")
         ax.set_xscale("log")
         ax.set_xlabel("learning rate")
@@ -90,14 +89,16 @@ def find_lr(model, data, batch_size=32, start_lr=1e-7, end_lr=10.0, steps=100, o
         optimizer: a fresh Keras optimizer to test (default SGD with momentum
             0.9); its learning rate is overwritten each step.
         loss: the loss, when `model` is not compiled.
-        smoothing: exponential smoothing of the loss curve, in [0, 1).
-        diverge_factor: stops once the smoothed loss exceeds this multiple
+        smoothing: exponential smoothing of the loss that the divergence
+            test watches, in [0, 1).
+        diverge_factor: stops once that smoothed loss exceeds this multiple
             of its minimum (or is not finite).
         seed: shuffling seed.
         verbose: 1 shows a progress bar.
 
     Returns:
-        An `LRFinderResult` (`.suggestion`, `.plot(path)`).
+        An `LRFinderResult` (`.suggestion`, see `suggest_learning_rate`;
+        `.plot(path)`).
 
     Example:
 
@@ -125,7 +126,7 @@ def find_lr(model, data, batch_size=32, start_lr=1e-7, end_lr=10.0, steps=100, o
     copy.compile(optimizer=optimizer, loss=loss)
 
     growth = (end_lr / start_lr) ** (1.0 / (steps - 1))
-    learning_rates, losses, smoothed = [], [], []
+    learning_rates, losses = [], []
     average, best, diverged = 0.0, math.inf, False
     progress = keras.utils.Progbar(steps, verbose=verbose, stateful_metrics=["lr"])
     batches = _batches(data, batch_size, seed)
@@ -134,28 +135,78 @@ def find_lr(model, data, batch_size=32, start_lr=1e-7, end_lr=10.0, steps=100, o
         copy.optimizer.learning_rate = lr
         x, y = next(batches)
         value = float(np.asarray(copy.train_on_batch(x, y)).reshape(-1)[0])
-        average = smoothing * average + (1 - smoothing) * value
-        smooth = average / (1 - smoothing ** (step + 1))
         learning_rates.append(lr)
         losses.append(value)
-        smoothed.append(smooth)
         progress.update(step + 1, [("loss", value), ("lr", lr)])
+        # Divergence is decided online, on a bias-corrected exponential average.
+        average = smoothing * average + (1 - smoothing) * value
+        smooth = average / (1 - smoothing ** (step + 1))
         best = min(best, smooth)
         if not math.isfinite(smooth) or smooth > diverge_factor * best:
             diverged = True
             break
-    return LRFinderResult(learning_rates, losses, smoothed, _suggest(learning_rates, smoothed), diverged)
+    return LRFinderResult(learning_rates, losses, list(_running_median(losses)),
+                          suggest_learning_rate(learning_rates, losses), diverged)
 
 
-def _suggest(learning_rates, smoothed):
-    """The steepest descent of the smoothed loss in log(lr), between the
-    first tenth of the steps (batch noise dominates there) and the minimum."""
-    values = np.asarray(smoothed, dtype=np.float64)
+def _half_window(n):
+    """Half the running median's window, which spans about a tenth of the steps."""
+    return max(1, n // 20)
+
+
+def _running_median(losses):
+    """Centered running median of `losses` (windows shrink at both ends; a
+    non-finite loss counts as +inf)."""
+    values = np.asarray(losses, dtype=np.float64)
     values = np.where(np.isfinite(values), values, np.inf)
-    end = int(np.argmin(values)) + 1
-    start = max(1, len(values) // 10)
-    if end - start < 3:
-        return float(learning_rates[end - 1])
-    logs = np.log(np.asarray(learning_rates[:end]))
-    slopes = np.gradient(values[:end], logs)[start:]
-    return float(learning_rates[start + int(np.argmin(slopes))])
+    half = _half_window(len(values))
+    padded = np.pad(values, half, constant_values=np.nan)
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 2 * half + 1)
+    return np.nanmedian(windows, axis=1)
+
+
+def suggest_learning_rate(learning_rates, losses):
+    """The learning rate where the loss falls fastest, before its minimum.
+
+    The rule reads a centered running median of the batch losses (a window
+    of about a tenth of the steps): the range test's exponential
+    average would lag the loss by tens of steps, which moves its steepest
+    descent towards the divergence, and, bias-corrected, it follows the
+    first batches so closely that a lucky early batch can stay its minimum
+    (the descent is then looked for in the first steps' noise). A median
+    does neither, and keeps the blow-up at the end out of the curve before
+    it. The slope is taken across one window, per unit of log(learning
+    rate); the suggestion is the centre of the steepest one that ends by
+    the curve's minimum. With too few steps before the minimum for one
+    window, it is a tenth of the learning rate at the minimum (fastai's
+    `minimum` rule).
+
+    Args:
+        learning_rates: increasing learning rates, one per step.
+        losses: the batch loss at each of them.
+
+    Returns:
+        The suggested learning rate (a float).
+
+    Example:
+
+    ```python
+    from keras_boost.tune.lr_finder import suggest_learning_rate
+
+    result = boost.tune.find_lr(model, (x, y), verbose=0)
+    suggest_learning_rate(result.learning_rates, result.losses) == result.suggestion  # True
+    ```
+    """
+    rates = np.asarray(learning_rates, dtype=np.float64)
+    if rates.ndim != 1 or len(rates) != len(losses) or not len(rates):
+        raise ValueError(f"suggest_learning_rate needs one loss per learning rate, got "
+                         f"{len(rates)} learning rates and {len(losses)} losses.")
+    curve = _running_median(losses)
+    half = _half_window(len(curve))
+    end = int(np.argmin(curve))
+    centers = np.arange(half, end - half + 1)
+    if not len(centers):
+        return float(rates[end] / 10)
+    logs = np.log(rates)
+    slopes = (curve[centers + half] - curve[centers - half]) / (logs[centers + half] - logs[centers - half])
+    return float(rates[centers[int(np.argmin(slopes))]])
