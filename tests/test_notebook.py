@@ -8,11 +8,13 @@ notebook must train a BoostModel at O2 with AdaSum on, and reach a test
 accuracy well above chance in a short run (60 steps, about 15 s).
 """
 
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import types
 
 import keras
 import pytest
@@ -81,6 +83,42 @@ def test_notebook_is_nbformat_4_without_outputs():
             assert cell.get("execution_count") is None
     assert notebook["cells"][0]["cell_type"] == "markdown"
     assert "not tested on a tpu" in _source(notebook["cells"][0]).lower()
+
+
+def _install_cell(notebook):
+    (cell,) = [c for c in notebook["cells"] if c["cell_type"] == "code" and "pip" in _source(c)]
+    return _source(cell)
+
+
+@pytest.fixture
+def colab_without_keras_boost(monkeypatch, tmp_path):
+    """Colab as the install cell sees it: `google.colab` imported, no
+    keras_boost, and `subprocess.check_call` recording instead of running."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "keras_boost" else find_spec(name, *a))
+    calls = []
+    monkeypatch.setattr(subprocess, "check_call", lambda command: calls.append(command[1:]))
+    return calls
+
+
+def test_notebook_installs_keras_boost_from_its_repository(colab_without_keras_boost, monkeypatch):
+    # keras_boost is not on PyPI: `pip install keras-boost` cannot work.
+    monkeypatch.setenv("KB_REPOSITORY", "https://example.org/keras_boost.git")
+    exec(_install_cell(_load()), {})
+    clone, keras_pin, install = colab_without_keras_boost
+    assert clone == ["clone", "--depth", "1", "https://example.org/keras_boost.git", "keras_boost_repo"]
+    assert keras_pin[-1] == "keras>=3.15,<3.16"
+    assert install[-2:] == ["--no-deps", "./keras_boost_repo"]
+
+
+def test_notebook_install_without_a_repository_says_what_to_set(colab_without_keras_boost, monkeypatch):
+    monkeypatch.delenv("KB_REPOSITORY", raising=False)
+    with pytest.raises(RuntimeError, match="not on PyPI: set REPOSITORY"):
+        exec(_install_cell(_load()), {})
+    assert colab_without_keras_boost == []
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,100 @@
+"""README.md's Python snippets run as written.
+
+Every ```python block of the README follows a marker line, invisible on
+GitHub, that says what this test does with it:
+
+- `<!-- readme-test: run -->`: runs on every backend;
+- `<!-- readme-test: run on jax -->`: runs on that backend only;
+- `<!-- readme-test: raises ValueError -->`: runs and must end in that error
+  (a snippet that shows an error message);
+- `<!-- readme-test: skip (why) -->`: not run, for the reason given.
+
+Each block runs in a fresh namespace holding what the README says the
+snippets assume (see `namespace`), with the working directory in a
+temporary folder.
+"""
+
+import builtins
+import os
+import re
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+import keras_boost as boost
+
+README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
+MARKER = re.compile(r"<!-- readme-test: (run|run on \w+|raises \w+|skip \(.+\)) -->\n\Z")
+
+
+def snippets():
+    """(line number, marker, code) of every ```python block of the README."""
+    with open(README, encoding="utf-8") as f:
+        text = f.read()
+    found = []
+    for match in BLOCK.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        before = text[: match.start()].rsplit("\n", 2)
+        marker = MARKER.search(before[-2] + "\n") if len(before) > 2 else None
+        found.append((line, marker.group(1) if marker else None, match.group(1)))
+    return found
+
+
+SNIPPETS = snippets()
+
+
+def make_model():
+    """A small residual CNN with logits for 3 classes (LessBN removes one of its BNs)."""
+    inputs = keras.Input((8, 8, 3))
+    x = keras.layers.ReLU()(keras.layers.BatchNormalization()(keras.layers.Conv2D(8, 3, padding="same")(inputs)))
+    h = keras.layers.ReLU()(keras.layers.BatchNormalization()(keras.layers.Conv2D(8, 3, padding="same")(x)))
+    h = keras.layers.BatchNormalization()(keras.layers.Conv2D(8, 3, padding="same")(h))
+    x = keras.layers.ReLU()(keras.layers.Add()([h, x]))
+    outputs = keras.layers.Dense(3)(keras.layers.GlobalAveragePooling2D()(x))
+    return keras.Model(inputs, outputs)
+
+
+@pytest.fixture
+def namespace(tmp_path, monkeypatch):
+    """What the snippets assume: the imports, `make_model`, `inputs`, `outputs`,
+    `model` (a built model from `inputs` to `outputs`), and `x`, `y`."""
+    monkeypatch.chdir(tmp_path)  # snippets save files
+    keras.utils.set_random_seed(0)
+    model = make_model()
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, size=32).astype("int32")
+    x = (rng.normal(size=(32, 8, 8, 3)) + y[:, None, None, None]).astype("float32")
+    yield {"keras": keras, "np": np, "boost": boost, "make_model": make_model, "model": model,
+           "inputs": model.inputs[0], "outputs": model.outputs[0], "x": x, "y": y}
+    if keras.backend.backend() == "jax":
+        keras.distribution.set_distribution(None)
+
+
+def test_every_snippet_says_whether_it_runs():
+    assert len(SNIPPETS) >= 8, "README.md lost its Python snippets?"
+    unmarked = [line for line, marker, _ in SNIPPETS if marker is None]
+    assert not unmarked, (
+        f"README.md lines {unmarked}: put <!-- readme-test: run --> (or run on <backend>, "
+        "raises <Error>, skip (why)) on the line before each ```python block"
+    )
+
+
+@pytest.mark.parametrize(
+    "line, marker, code",
+    [pytest.param(line, marker, code, id=f"line{line}") for line, marker, code in SNIPPETS
+     if marker and not marker.startswith("skip")],
+)
+def test_snippet_runs_as_written(line, marker, code, namespace):
+    if marker.startswith("run on ") and marker[len("run on "):] != keras.backend.backend():
+        pytest.skip(f"the README runs this snippet {marker[len('run '):]}")
+    compiled = compile("\n" * line + code, README, "exec")  # tracebacks give README's lines
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", boost.NoEffectWarning)  # LessBN's notes on this tiny model
+        if marker.startswith("raises "):
+            with pytest.raises(getattr(builtins, marker[len("raises "):])):
+                exec(compiled, namespace)
+        else:
+            exec(compiled, namespace)
