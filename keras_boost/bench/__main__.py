@@ -1,3 +1,5 @@
-from keras_boost.bench.cli import main
+"""`python -m keras_boost.bench [options]`: the same as `keras-boost bench [options]`."""
 
-main()
+from keras_boost.bench.cli import run
+
+run()

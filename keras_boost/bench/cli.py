@@ -3,7 +3,7 @@
 Example:
 
 ```shell
-keras-boost bench --quick                         # a few minutes on 2 CPU cores
+keras-boost bench --quick                         # baseline, baseline-short, O1: ~2 min on 2 cores
 keras-boost bench --workload realistic --seeds 3 \
     --variants baseline,baseline-short,O1,less_bn,grad_freeze --precisions float32
 keras-boost bench --workload resnet --seeds 3 --backend jax --output-dir results/
@@ -25,6 +25,15 @@ import os
 import sys
 
 BACKENDS = ("tensorflow", "jax", "torch")
+# `--quick`: one seed of the plain model, its short baseline (3 epochs at the
+# default --short-ratio) and O1, in float32: about 2 minutes on 2 CPU cores.
+QUICK = {"epochs": 4, "variants": ("baseline", "baseline-short", "O1"), "precisions": "float32", "seeds": 1}
+USAGE = """usage: keras-boost bench [options]
+
+Commands:
+  bench    time to accuracy of keras_boost's levels and algorithms against plain Keras
+           (`keras-boost bench --quick`: about 2 minutes; `keras-boost bench --help`: options)
+"""
 
 
 def parse_args(argv):
@@ -38,8 +47,9 @@ def parse_args(argv):
     parser.add_argument("--factory", help="module:function returning a keras_boost.bench.Workload")
     parser.add_argument("--variants", help="comma-separated subset (default: all); a boost variant may "
                         "carry config overrides, e.g. O1+grad_freeze.freeze_p=0.5")
-    parser.add_argument("--precisions", default="float32,mixed_bfloat16", help="comma-separated")
-    parser.add_argument("--seeds", type=int, default=3)
+    parser.add_argument("--precisions", help="comma-separated (default: float32,mixed_bfloat16; "
+                        "--quick: float32)")
+    parser.add_argument("--seeds", type=int, help="default 3 (--quick: 1)")
     parser.add_argument("--first-seed", type=int, default=0,
                         help="seeds run are first-seed .. first-seed + seeds - 1 (to add seeds to a run)")
     parser.add_argument("--epochs", type=int, help="override the workload's epochs")
@@ -59,9 +69,13 @@ def parse_args(argv):
     parser.add_argument("--backend", choices=BACKENDS, help="Keras backend (default: KERAS_BACKEND)")
     parser.add_argument("--output-dir", default="bench_results", help="where the reports go")
     parser.add_argument("--quick", action="store_true",
-                        help="1 seed, 2 epochs, baselines + O1 + freezing: a few minutes on 2 cores")
+                        help=f"{QUICK['seeds']} seed, {QUICK['epochs']} epochs, {', '.join(QUICK['variants'])} "
+                        f"in {QUICK['precisions']}: about 2 minutes on 2 cores (the options above override it)")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
+    defaults = QUICK if args.quick else {"precisions": "float32,mixed_bfloat16", "seeds": 3}
+    args.precisions = args.precisions or defaults["precisions"]
+    args.seeds = defaults["seeds"] if args.seeds is None else args.seeds
     if args.seeds < 1:
         parser.error(f"--seeds must be >= 1, got {args.seeds}")
     if args.first_seed < 0:
@@ -95,9 +109,7 @@ def _load_workload(args):
         workload = harness.WORKLOADS[args.workload]()
     else:
         raise SystemExit(f"Unknown workload {args.workload!r}; valid: {sorted(harness.WORKLOADS)}")
-    epochs = args.epochs or workload.epochs
-    if args.quick:
-        epochs = min(epochs, 2)
+    epochs = args.epochs or (min(workload.epochs, QUICK["epochs"]) if args.quick else workload.epochs)
     if epochs != workload.epochs:
         # A warmup as long as the run would leave no decay: keep it under half.
         warmup = min(workload.warmup_epochs, epochs / 2)
@@ -120,7 +132,7 @@ def _write_reports(result, stem, accuracy_drop):
 
 
 def run(argv=None):
-    """Runs the CLI on `argv` and returns the result dict."""
+    """Runs `keras-boost bench` on `argv` (its options) and returns the result dict."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["bench"]:  # `keras-boost bench ...`
         argv = argv[1:]
@@ -146,17 +158,19 @@ def run(argv=None):
     workload = _load_workload(args)
     if args.variants:
         variants = [v.strip() for v in args.variants.split(",") if v.strip()]
-    elif args.quick:
-        variants = ["baseline", "baseline-short", "grad_freeze", "O1"]
     else:
-        variants = list(harness.DEFAULT_VARIANTS)
-    seeds = 1 if args.quick else args.seeds
+        variants = list(QUICK["variants"] if args.quick else harness.DEFAULT_VARIANTS)
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]
     try:
         for variant in variants:
             harness.variant_spec(variant)
     except ValueError as error:
         raise SystemExit(f"--variants: {error}")
+    if "baseline-short" in variants:
+        try:
+            harness.short_epochs(workload.epochs, args.short_ratio)
+        except ValueError as error:
+            raise SystemExit(f"--short-ratio / --epochs: {error}")
     earlier = report.load_json(args.append_to) if args.append_to else None  # fail before running
     os.makedirs(args.output_dir, exist_ok=True)
     stem = os.path.join(args.output_dir, f"bench_{workload.name}_{keras.backend.backend()}")
@@ -164,7 +178,7 @@ def run(argv=None):
     # (`--report` renders it, `--append-to` extends it).
     partial = stem + "_partial.json"
     result = harness.run_benchmark(
-        workload, variants, precisions, seeds, args.short_ratio, progress=not args.no_progress,
+        workload, variants, precisions, args.seeds, args.short_ratio, progress=not args.no_progress,
         burn_in_fit=not args.no_burn_in, first_seed=args.first_seed,
         on_run=lambda result_so_far: report.write_json(result_so_far, partial),
     )
@@ -182,7 +196,17 @@ def run(argv=None):
 
 
 def main(argv=None):
-    """Console entry point (`keras-boost bench`); exits 0 on success."""
+    """Console entry point: `keras-boost bench [options]`; exits 0 on success.
+
+    Without the `bench` command it prints the usage and trains nothing (a
+    bare `keras-boost` would otherwise start the full benchmark).
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] != ["bench"]:
+        asked = argv[:1] in ([], ["-h"], ["--help"])
+        print(USAGE if asked else f"keras-boost: unknown command {argv[0]!r}\n\n{USAGE}",
+              file=sys.stdout if asked else sys.stderr, end="")
+        raise SystemExit(0 if asked else 2)
     run(argv)
 
 

@@ -348,6 +348,30 @@ def schedule_steps(workload, epochs, steps_per_epoch, ratio=1.0):
     return total, min(warmup, total - 1)
 
 
+def short_epochs(epochs, short_ratio):
+    """Epochs of `baseline-short`: `round(epochs * short_ratio)`, at least 1.
+
+    Raises a `ValueError` when that is not fewer than `epochs`: the "short"
+    baseline would then be the baseline again, and a comparison with it
+    would compare the baseline with itself.
+
+    Example:
+
+    ```python
+    short_epochs(16, 0.6875)   # 11
+    short_epochs(2, 0.8)       # ValueError: round(2 x 0.8) = 2 epochs
+    ```
+    """
+    short = max(1, int(round(epochs * short_ratio)))
+    if short >= epochs:
+        raise ValueError(
+            f"baseline-short would train round({epochs} x {short_ratio}) = {short} epochs, as long as "
+            f"the baseline's {epochs}: give the baseline more epochs or a smaller short_ratio "
+            f"(below {(epochs - 0.5) / epochs:.3g})."
+        )
+    return short
+
+
 def _optimizer(workload, total_steps, warmup_steps=0):
     if warmup_steps:
         schedule = keras.optimizers.schedules.CosineDecay(
@@ -437,7 +461,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
     (x, y), (x_test, y_test) = workload.data()
     epochs, ratio = workload.epochs, 1.0
     if variant == "baseline-short":
-        epochs, ratio = max(1, int(round(workload.epochs * short_ratio))), short_ratio
+        epochs, ratio = short_epochs(workload.epochs, short_ratio), short_ratio
     steps_per_epoch = math.ceil(len(x) / workload.batch_size)
     total_steps, warmup_steps = schedule_steps(workload, epochs, steps_per_epoch, ratio)
     previous_policy = keras.config.dtype_policy()
@@ -606,7 +630,7 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
 
     ```python
     result = run_benchmark(tiny_workload(), ["baseline", "baseline-short"],
-                           ["float32"], seeds=3)
+                           ["float32"], seeds=3, short_ratio=0.5)
     [(r["variant"], r["seed"]) for r in result["runs"]]
     # [('baseline', 0), ('baseline-short', 0), ('baseline-short', 1),
     #  ('baseline', 1), ('baseline', 2), ('baseline-short', 2)]
@@ -623,6 +647,8 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
         raise ValueError(f"first_seed must be an int >= 0, got {first_seed!r}.")
     if not 0 < short_ratio < 1:
         raise ValueError(f"short_ratio must be in (0, 1), got {short_ratio!r}.")
+    if "baseline-short" in variants:
+        short_epochs(workload.epochs, short_ratio)
     jobs = interleaved_jobs(variants, precisions, seeds, first_seed)
     env = environment()
     if burn_in_fit:
