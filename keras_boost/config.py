@@ -230,6 +230,9 @@ SCHEMA = {
         "hierarchical": (False, _bool),
         # "auto": the halving/doubling exchange where it runs; "gather": always gather.
         "exchange": ("auto", _choice("auto", "gather")),
+        # Each pairwise combination no longer than its longer input (see
+        # keras_boost.optimizers.AdaSum); false: Horovod's unbounded rule.
+        "norm_bound": (True, _bool),
     },
     "dim_reduce": {
         # DimReduce validates its arguments with these checks too.

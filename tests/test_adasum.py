@@ -46,6 +46,7 @@ def test_one_replica_is_the_identity_and_says_so_once():
         ({"reduce_on": "weights"}, ValueError, r"reduce_on must be one of \['grad', 'delta'\].*'weights'"),
         ({"hierarchical": "yes"}, TypeError, "hierarchical must be True or False"),
         ({"exchange": "ring"}, ValueError, r"exchange must be one of \['auto', 'gather'\], got 'ring'"),
+        ({"norm_bound": "yes"}, TypeError, "norm_bound must be True or False, got 'yes'"),
         ({"device_number": 0}, ValueError, "device_number must be >= 1"),
         ({"device_number": "eight"}, TypeError, "device_number must be 'auto' or an int"),
         ({"gradient_split_groups": [4, 2]}, ValueError, "strictly increasing"),
@@ -92,11 +93,11 @@ def test_adasum_status_reasons():
 def test_get_config_round_trip_and_save_load(tmp_path):
     opt = boost.AdaSum(
         keras.optimizers.Adam(1e-3), reduce_on="delta", hierarchical=True, device_number=2,
-        gradient_split_groups=[2], exchange="gather",
+        gradient_split_groups=[2], exchange="gather", norm_bound=False,
     )
     clone = boost.AdaSum.from_config(opt.get_config())
     assert (clone.reduce_on, clone.hierarchical, clone.device_number, clone.gradient_split_groups,
-            clone.exchange) == ("delta", True, 2, [2], "gather")
+            clone.exchange, clone.norm_bound) == ("delta", True, 2, [2], "gather", False)
     model = keras.Model(*dense_graph())
     model.compile(optimizer=boost.AdaSum(keras.optimizers.Adam(1e-2)), loss="mse")
     with warnings.catch_warnings():
@@ -119,6 +120,9 @@ def test_o2_chain_order():
     assert chain == ["BoostOptimizer", "GradientAccumulation", "AdaSum", "FreezeOptimizer", "SGD"]
     adasum = boost.optimizers.find_in_chain(opt, boost.AdaSum)
     assert adasum.reduce_on == "delta" and adasum.device_number is None and adasum.exchange == "gather"
+    assert adasum.norm_bound  # the default: the step never longer than the longest replica's
+    unbounded = boost.wrap(keras.optimizers.SGD(), "O2", {**O2_NO_SURGERY, "adasum": {"norm_bound": False}})
+    assert not boost.optimizers.find_in_chain(unbounded, boost.AdaSum).norm_bound
     with pytest.raises(ValueError, match="already contains a AdaSum"):
         boost.wrap(boost.AdaSum(keras.optimizers.SGD()), "O2", O2_NO_SURGERY)
 
@@ -150,3 +154,14 @@ def test_bytes_sent_per_replica_cost_models():
         bytes_sent_per_replica(values, 3, "halving_doubling")
     with pytest.raises(ValueError, match="Unknown pattern 'tree'"):
         bytes_sent_per_replica(values, 4, "tree")
+
+
+def test_step_size_benchmark_modes():
+    from keras_boost.bench.adasum_lr import boost_config
+
+    assert boost_config("plain") == (None, None)
+    assert boost_config("O2+norm_bound=false") == ("O2", {"adasum": {"norm_bound": False}})
+    assert boost_config("O2-nolessbn+reduce_on=delta") == (
+        "O2", {"boost": {"mode": "manual", "less_bn": False}, "adasum": {"reduce_on": "delta"}})
+    with pytest.raises(ValueError, match="unknown mode 'O3'"):
+        boost_config("O3")

@@ -100,6 +100,55 @@ def test_tree_of_orthogonal_inputs_is_their_sum_and_of_identical_ones_is_one():
     np.testing.assert_allclose(np_(boost.ops.adasum_tree(same)), same[0], rtol=1e-6)
 
 
+# --- norm_bound: no pairwise result longer than its longer input ------------------
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 8])
+def test_bounded_tree_matches_reference(n):
+    rng = np.random.default_rng(10 + n)
+    # Noise-dominated inputs sharing a common part: nearly orthogonal, the bound acts.
+    tensors = list((rng.normal(size=(n, 3, 4)) + 0.3 * rng.normal(size=(3, 4))).astype("float32"))
+    expected = np_tree(tensors, norm_bound=True)
+    assert not np.allclose(expected, np_tree(tensors), atol=1e-3)  # the bound acted
+    np.testing.assert_allclose(
+        np_(boost.ops.adasum_reduce(tensors, norm_bound=True)), expected, rtol=1e-4, atol=1e-5
+    )
+    np.testing.assert_allclose(
+        np_(boost.ops.adasum_tree(np.stack(tensors), norm_bound=True)), expected, rtol=1e-4, atol=1e-5
+    )
+
+
+def test_bound_caps_orthogonal_inputs_at_the_longest_one():
+    # Unbounded, 8 orthogonal unit vectors give their sum (norm sqrt(8), 8x the
+    # mean's norm); bounded, the same direction at the norm of one of them.
+    eye = np.eye(8, dtype="float32")
+    np.testing.assert_allclose(
+        np_(boost.ops.adasum_tree(eye, norm_bound=True)), np.full(8, 8**-0.5), rtol=1e-6
+    )
+    np.testing.assert_allclose(
+        np_(boost.ops.adasum(np.array([3.0, 0.0]), np.array([0.0, 4.0]), norm_bound=True)), [2.4, 3.2], rtol=1e-6
+    )
+
+
+def test_bound_leaves_identical_and_zero_inputs_exact():
+    same = np.tile(np.array([0.1, -2.3, 7.0, 1e-3], "float32"), (8, 1))
+    np.testing.assert_array_equal(np_(boost.ops.adasum_tree(same, norm_bound=True)), same[0])
+    a, zero = same[0], np.zeros(4, "float32")
+    np.testing.assert_array_equal(np_(boost.ops.adasum(a, zero, norm_bound=True)), a)
+    np.testing.assert_array_equal(np_(boost.ops.adasum(zero, zero, norm_bound=True)), zero)
+
+
+def test_bound_commutes_with_scaling():
+    # Keeps the undoing of Keras' 1 / replicas pre-scaling valid.
+    rng = np.random.default_rng(4)
+    a, b = rng.normal(size=(2, 20)).astype("float32")
+    np.testing.assert_allclose(
+        np_(boost.ops.adasum(4 * a, 4 * b, norm_bound=True)),
+        4 * np_(boost.ops.adasum(a, b, norm_bound=True)),
+        rtol=1e-5,
+    )
+
+
 def test_group_mean():
     x = np.arange(12.0, dtype="float32").reshape(6, 2)
     np.testing.assert_allclose(np_(group_mean(x, 3)), [x[:3].mean(0), x[3:].mean(0)])
@@ -119,8 +168,9 @@ def test_bad_input():
 # --- the halving/doubling exchange ----------------------------------------------
 
 
+@pytest.mark.parametrize("norm_bound", [False, True])
 @pytest.mark.parametrize("n", [1, 2, 4, 8])
-def test_halving_doubling_equals_the_tree_per_tensor(n):
+def test_halving_doubling_equals_the_tree_per_tensor(n, norm_bound):
     from keras_boost.ops.adasum import simulate_halving_doubling
 
     # Three tensors of 3, 5 and 8 values, padded to a multiple of n; one
@@ -134,8 +184,10 @@ def test_halving_doubling_equals_the_tree_per_tensor(n):
     stacked[:, total:] = 0.0
     if n > 1:
         stacked[n - 1] = 0.0
-    got = np_(simulate_halving_doubling(keras.ops.convert_to_tensor(stacked), ids, len(sizes) + 1))
-    want = np.concatenate([np_tree(list(stacked[:, ids == i].astype("float64"))) for i in range(len(sizes))])
+    got = np_(simulate_halving_doubling(keras.ops.convert_to_tensor(stacked), ids, len(sizes) + 1, norm_bound))
+    want = np.concatenate(
+        [np_tree(list(stacked[:, ids == i].astype("float64")), norm_bound) for i in range(len(sizes))]
+    )
     np.testing.assert_allclose(got[:total], want, rtol=1e-5, atol=1e-6)
 
 

@@ -42,7 +42,7 @@ def test_resolved_config_is_complete_with_mindspore_defaults():
     # MindSpore's hard-coded Ascend server of 8, which disables AdaSum below 16.
     # precision (an extension): None keeps the model's own dtype policy.
     assert resolved["common"] == {"gradient_split_groups": None, "device_number": "auto", "precision": None}
-    assert resolved["adasum"] == {"reduce_on": "grad", "hierarchical": False, "exchange": "auto"}
+    assert resolved["adasum"] == {"reduce_on": "grad", "hierarchical": False, "exchange": "auto", "norm_bound": True}
     assert resolved["grad_accumulation"] == {"grad_accumulation_step": 1}
     assert resolved["dim_reduce"]["n_components"] == 32
     assert resolved["dim_reduce"]["timeout"] == 1800

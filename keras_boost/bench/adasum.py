@@ -11,6 +11,8 @@ gradients combined by (`--modes`, default `mean,adasum`)
   the halving/doubling exchange for 2**k replicas);
 - `adasum-gather`: the same with `exchange="gather"` (every replica gathers
   every gradient);
+- `adasum-unbounded`: `norm_bound=False` (Horovod's unbounded rule, AdaSum's
+  default before the bound);
 - `bf16`, `bf16-ef`, `f16`: `boost.optimizers.CompressedAllReduce` in
   bfloat16 (without / with error feedback) or float16.
 
@@ -55,7 +57,7 @@ import numpy as np
 
 from keras_boost.bench.arguments import require_positive
 
-MODES = ("mean", "adasum", "adasum-gather", "bf16", "bf16-ef", "f16")
+MODES = ("mean", "adasum", "adasum-gather", "adasum-unbounded", "bf16", "bf16-ef", "f16")
 
 
 def parse_args(argv):
@@ -155,8 +157,9 @@ def run(argv=None):
             model = residual_cnn(seed=seed)
             schedule = keras.optimizers.schedules.CosineDecay(args.learning_rate, total_steps)
             optimizer = keras.optimizers.SGD(schedule, momentum=0.9)
-            if mode in ("adasum", "adasum-gather"):
-                optimizer = boost.AdaSum(optimizer, exchange="gather" if mode == "adasum-gather" else "auto")
+            if mode.startswith("adasum"):
+                optimizer = boost.AdaSum(optimizer, exchange="gather" if mode == "adasum-gather" else "auto",
+                                         norm_bound=mode != "adasum-unbounded")
             elif mode != "mean":
                 optimizer = boost.optimizers.CompressedAllReduce(
                     optimizer, dtype="float16" if mode == "f16" else "bfloat16",

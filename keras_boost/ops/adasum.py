@@ -12,9 +12,21 @@ inputs this is Horovod's tree).
 Everything is computed in float32 (float64 inputs stay float64) and cast back
 to the input dtype. A zero vector contributes nothing: the other input passes
 unchanged.
+
+`norm_bound=True` scales each pairwise result down, when it is longer, to the
+norm of the longer input (its norm follows from the same three dot products:
+|ca a + cb b|^2 = ca^2 |a|^2 + 2 ca cb a.b + cb^2 |b|^2), so a tree result is
+never longer than its longest input. Orthogonal inputs of equal norm then
+give their sum's direction at that norm; parallel or opposite inputs (whose
+AdaSum is their mean) are unchanged. `keras_boost.optimizers.AdaSum` says why.
 """
 
 from keras import ops
+
+
+# Relative slack on the squared norm before `norm_bound` shrinks a result:
+# float rounding must not shrink the combination of identical inputs.
+_ROUNDING_SLACK = 1e-6
 
 
 def _compute_dtype(dtype):
@@ -29,21 +41,48 @@ def _coefficient(dot, norm_sq):
     return ops.where(positive, 1.0 - dot / (2.0 * safe), ops.ones_like(norm_sq))
 
 
-def _pair(a, b, axes):
-    dot = ops.sum(a * b, axis=axes, keepdims=True)
-    coefficient_a = _coefficient(dot, ops.sum(a * a, axis=axes, keepdims=True))
-    coefficient_b = _coefficient(dot, ops.sum(b * b, axis=axes, keepdims=True))
+def _bound_factor(coefficient_a, coefficient_b, dot, norm_sq_a, norm_sq_b):
+    # The factor that scales ca a + cb b down to the longer input's norm
+    # (1 when it is not longer), from the three dot products alone.
+    combined_sq = (
+        coefficient_a**2 * norm_sq_a + 2.0 * coefficient_a * coefficient_b * dot + coefficient_b**2 * norm_sq_b
+    )
+    limit_sq = ops.maximum(norm_sq_a, norm_sq_b)
+    longer = ops.greater(combined_sq, limit_sq * (1.0 + _ROUNDING_SLACK))
+    safe = ops.where(longer, combined_sq, ops.ones_like(combined_sq))
+    return ops.where(longer, ops.sqrt(limit_sq / safe), ops.ones_like(combined_sq))
+
+
+def _coefficients(dot, norm_sq_a, norm_sq_b, norm_bound):
+    """`(ca, cb)`: AdaSum(a, b) = ca a + cb b, from a.b, |a|^2 and |b|^2."""
+    coefficient_a = _coefficient(dot, norm_sq_a)
+    coefficient_b = _coefficient(dot, norm_sq_b)
+    if norm_bound:
+        scale = _bound_factor(coefficient_a, coefficient_b, dot, norm_sq_a, norm_sq_b)
+        coefficient_a, coefficient_b = scale * coefficient_a, scale * coefficient_b
+    return coefficient_a, coefficient_b
+
+
+def _pair(a, b, axes, norm_bound=False):
+    def dot(x, y):
+        return ops.sum(x * y, axis=axes, keepdims=True)
+
+    coefficient_a, coefficient_b = _coefficients(dot(a, b), dot(a, a), dot(b, b), norm_bound)
     return coefficient_a * a + coefficient_b * b
 
 
-def adasum(a, b):
+def adasum(a, b, norm_bound=False):
     """AdaSum of two tensors of the same shape.
+
+    With `norm_bound=True` the result is scaled down, when it is longer, to
+    the norm of the longer input (see `keras_boost.optimizers.AdaSum`).
 
     Example:
 
     ```python
     boost.ops.adasum(np.array([1., 0.]), np.array([0., 2.]))  # [1., 2.]: sum
     boost.ops.adasum(np.array([1., 2.]), np.array([1., 2.]))  # [1., 2.]: same
+    boost.ops.adasum(np.array([3., 0.]), np.array([0., 4.]), norm_bound=True)  # [2.4, 3.2]
     ```
     """
     a, b = ops.convert_to_tensor(a), ops.convert_to_tensor(b)
@@ -53,11 +92,11 @@ def adasum(a, b):
         )
     dtype = a.dtype
     compute = _compute_dtype(dtype)
-    result = _pair(ops.cast(a, compute), ops.cast(b, compute), axes=None)
+    result = _pair(ops.cast(a, compute), ops.cast(b, compute), axes=None, norm_bound=norm_bound)
     return ops.cast(result, dtype)
 
 
-def adasum_tree(stacked):
+def adasum_tree(stacked, norm_bound=False):
     """Reduces the leading axis of `stacked` (shape `(n, ...)`) with the tree.
 
     `adasum_tree(ops.stack(tensors))` equals `adasum_reduce(tensors)`; this
@@ -73,13 +112,13 @@ def adasum_tree(stacked):
     axes = tuple(range(1, len(x.shape))) or None
     while n > 1:
         pairs = n // 2
-        combined = _pair(x[0 : 2 * pairs : 2], x[1 : 2 * pairs : 2], axes)
+        combined = _pair(x[0 : 2 * pairs : 2], x[1 : 2 * pairs : 2], axes, norm_bound)
         x = ops.concatenate([combined, x[2 * pairs :]], axis=0) if n % 2 else combined
         n = pairs + n % 2
     return ops.cast(x[0], dtype)
 
 
-def adasum_reduce(tensors):
+def adasum_reduce(tensors, norm_bound=False):
     """AdaSum over a list of same-shape tensors, by the binary tree.
 
     Example:
@@ -96,7 +135,7 @@ def adasum_reduce(tensors):
     if len(shapes) != 1:
         raise ValueError(f"adasum_reduce needs tensors of one shape, got shapes {sorted(shapes)}.")
     while len(tensors) > 1:
-        level = [adasum(a, b) for a, b in zip(tensors[0::2], tensors[1::2])]
+        level = [adasum(a, b, norm_bound) for a, b in zip(tensors[0::2], tensors[1::2])]
         if len(tensors) % 2:
             level.append(tensors[-1])
         tensors = level
@@ -152,10 +191,11 @@ def partial_dots(lower_half, upper_half, segment_ids, num_segments):
     ])
 
 
-def combine_halves(lower_half, upper_half, segment_ids, dots):
+def combine_halves(lower_half, upper_half, segment_ids, dots, norm_bound=False):
     """The AdaSum of the two halves, from the block's summed `dots`."""
-    coefficient_a = ops.take(_coefficient(dots[0], dots[1]), segment_ids)
-    coefficient_b = ops.take(_coefficient(dots[0], dots[2]), segment_ids)
+    coefficient_a, coefficient_b = _coefficients(dots[0], dots[1], dots[2], norm_bound)
+    coefficient_a = ops.take(coefficient_a, segment_ids)
+    coefficient_b = ops.take(coefficient_b, segment_ids)
     return coefficient_a * lower_half + coefficient_b * upper_half
 
 
@@ -171,7 +211,7 @@ def bit_reversed(index, levels):
     return int(format(index, f"0{levels}b")[::-1], 2) if levels else 0
 
 
-def halving_doubling(x, segment_ids, num_segments, rank, replicas):
+def halving_doubling(x, segment_ids, num_segments, rank, replicas, norm_bound=False):
     """One replica's side of the exchange, as a generator of its collectives.
 
     It yields `("exchange", level, tensor)` (send `tensor` to the partner
@@ -189,6 +229,7 @@ def halving_doubling(x, segment_ids, num_segments, rank, replicas):
             (AdaSum's dot products are per tensor).
         num_segments: number of segments.
         rank: this replica's id; replicas: the replica count.
+        norm_bound: bound every combination (see the module docstring).
     """
     levels = halving_levels(replicas)
     if x.shape[0] % replicas:
@@ -199,7 +240,7 @@ def halving_doubling(x, segment_ids, num_segments, rank, replicas):
         received = yield "exchange", level, sent
         a, b = (kept, received) if lower else (received, kept)
         dots = yield "block_sum", level, partial_dots(a, b, kept_ids, num_segments)
-        x, segment_ids = combine_halves(a, b, kept_ids, dots), kept_ids
+        x, segment_ids = combine_halves(a, b, kept_ids, dots, norm_bound), kept_ids
     return x
 
 
@@ -218,7 +259,7 @@ def run_collectives(steps, exchange, block_sum):
         return done.value
 
 
-def simulate_halving_doubling(stacked, segment_ids, num_segments):
+def simulate_halving_doubling(stacked, segment_ids, num_segments, norm_bound=False):
     """The halving/doubling exchange of every replica, run in one place.
 
     Args:
@@ -227,6 +268,7 @@ def simulate_halving_doubling(stacked, segment_ids, num_segments):
         segment_ids: `(L,)` int32, which tensor (segment) each position
             belongs to.
         num_segments: number of segments.
+        norm_bound: as for `adasum_tree`.
 
     Returns:
         `(L,)`, equal to `adasum_tree` applied per segment (up to the order
@@ -244,7 +286,7 @@ def simulate_halving_doubling(stacked, segment_ids, num_segments):
     if levels == 0:
         return stacked[0]
     ids = ops.convert_to_tensor(segment_ids, "int32")
-    steps = [halving_doubling(stacked[r], ids, num_segments, r, n) for r in range(n)]
+    steps = [halving_doubling(stacked[r], ids, num_segments, r, n, norm_bound) for r in range(n)]
     requests = [next(step) for step in steps]
     results = [None] * n
     while requests:  # every replica makes the same requests, level by level

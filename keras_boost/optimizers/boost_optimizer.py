@@ -72,6 +72,7 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
             reduce_on=config["adasum"]["reduce_on"],
             hierarchical=config["adasum"]["hierarchical"],
             exchange=config["adasum"]["exchange"],
+            norm_bound=config["adasum"]["norm_bound"],
             device_number=config["common"]["device_number"],
             gradient_split_groups=config["common"]["gradient_split_groups"],
         )

@@ -11,7 +11,8 @@ between the copies of the mirrored variables) and ``<name>_skipped``.
 References: each replica's local mean gradient is computed on one device
 (a tape over that replica's shard of the global batch: MirroredStrategy
 hands replica r the r-th consecutive slice of every global batch), combined
-with the NumPy tree (``tests/adasum_reference.py``) and applied with the
+with the NumPy tree (``tests/adasum_reference.py``, bounded as AdaSum's
+default ``norm_bound=True`` is) and applied with the
 optimizer's formula in NumPy.
 """
 
@@ -37,6 +38,11 @@ from adasum_reference import np_tree  # noqa: E402
 PER_REPLICA = 6
 LR = 0.1
 results = {}
+
+
+def tree(values):
+    """The NumPy tree as AdaSum's default (norm_bound=True) computes it."""
+    return np_tree(values, norm_bound=True)
 
 
 _strategies = {}
@@ -114,7 +120,7 @@ def record(name, model, want, skipped=None):
 
 
 def sgd_tree_step(weights, grads_per_replica):
-    combined = [np_tree([g[i] for g in grads_per_replica]) for i in range(len(weights))]
+    combined = [tree([g[i] for g in grads_per_replica]) for i in range(len(weights))]
     return [w - LR * c for w, c in zip(weights, combined)]
 
 
@@ -147,7 +153,7 @@ def delta_mode_adam(n):
     # Keras' Adam puts epsilon outside the bias correction of v.
     eps = 1e-7 / np.sqrt(1 - 0.999)
     deltas = [[-LR * g / (np.abs(g) + eps) for g in grads] for grads in shard_grads(w0, x, y, n)]
-    record("delta_adam", model, [w + np_tree([d[i] for d in deltas]) for i, w in enumerate(w0)])
+    record("delta_adam", model, [w + tree([d[i] for d in deltas]) for i, w in enumerate(w0)])
 
 
 def identical_replicas(n):
@@ -238,7 +244,7 @@ def o2_with_freezing(n):
         trained = freeze.trained_indices(depth)
         grads = shard_grads(weights, x[s * rows:(s + 1) * rows], y[s * rows:(s + 1) * rows], n, trained)
         for j, i in enumerate(trained):
-            weights[i] = weights[i] - LR * np_tree([g[j] for g in grads])
+            weights[i] = weights[i] - LR * tree([g[j] for g in grads])
     record("o2_freeze", model, weights)
 
 
