@@ -646,7 +646,7 @@ class BoostModel(keras.Model):
                                    self._boost_precision_summary()) if part]
         scaler = self._boost_scaler()
         if scaler is not None:
-            parts.append(f"dynamic loss scaling (scale now {float(scaler.dynamic_scale.value):g})")
+            parts.append(f"dynamic loss scaling (scale now {float(keras.ops.convert_to_numpy(scaler.dynamic_scale)):g})")
         elif config["boost"]["loss_scale_group"]:
             parts.append("loss scaling per group (GroupLossScaleManager)")
         else:
