@@ -157,12 +157,14 @@ def test_quick_is_one_float32_seed_of_baseline_short_baseline_and_o1(monkeypatch
     seen = _bench_arguments(monkeypatch, ["--quick", "--output-dir", str(tmp_path)])
     assert seen["variants"] == ["baseline", "baseline-short", "O1"]  # nothing compared with itself
     assert seen["precisions"] == ["float32"] and seen["seeds"] == 1
-    assert seen["workload"].name == "quickstart" and seen["workload"].epochs == 4
-    assert harness.short_epochs(seen["workload"].epochs, seen["short_ratio"]) == 3
+    assert seen["workload"].name == "quickstart" and seen["workload"].epochs == 5
+    assert harness.short_epochs(seen["workload"].epochs, seen["short_ratio"]) == 4
     # Its options still override it.
+    seen = _bench_arguments(monkeypatch, ["--quick", "--workload", "realistic", "--output-dir", str(tmp_path)])
+    assert seen["workload"].epochs == 5  # of its 16
     seen = _bench_arguments(monkeypatch, ["--quick", "--precisions", "float32,mixed_bfloat16", "--seeds", "2",
-                                          "--epochs", "5", "--output-dir", str(tmp_path)])
-    assert (seen["precisions"], seen["seeds"], seen["workload"].epochs) == (["float32", "mixed_bfloat16"], 2, 5)
+                                          "--epochs", "3", "--output-dir", str(tmp_path)])
+    assert (seen["precisions"], seen["seeds"], seen["workload"].epochs) == (["float32", "mixed_bfloat16"], 2, 3)
     seen = _bench_arguments(monkeypatch, ["--output-dir", str(tmp_path)])
     assert seen["precisions"] == ["float32", "mixed_bfloat16"] and seen["seeds"] == 3
     assert seen["variants"] == list(harness.DEFAULT_VARIANTS)
