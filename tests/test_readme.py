@@ -27,7 +27,7 @@ import keras_boost as boost
 
 README = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
-MARKER = re.compile(r"<!-- readme-test: (run|run on \w+|raises \w+|skip \(.+\)) -->\n\Z")
+MARKER = re.compile(r"<!-- readme-test: (run|run on \w+|raises \w+|skip \(.+\)) -->")
 
 
 def snippets():
@@ -37,8 +37,8 @@ def snippets():
     found = []
     for match in BLOCK.finditer(text):
         line = text.count("\n", 0, match.start()) + 1
-        before = text[: match.start()].rsplit("\n", 2)
-        marker = MARKER.search(before[-2] + "\n") if len(before) > 2 else None
+        previous = text[: match.start() - 1].rsplit("\n", 1)[-1]
+        marker = MARKER.fullmatch(previous)
         found.append((line, marker.group(1) if marker else None, match.group(1)))
     return found
 
@@ -48,12 +48,16 @@ SNIPPETS = snippets()
 
 def make_model():
     """A small residual CNN with logits for 3 classes (LessBN removes one of its BNs)."""
+    layers = keras.layers
+
+    def conv_bn(x):
+        return layers.BatchNormalization()(layers.Conv2D(8, 3, padding="same")(x))
+
     inputs = keras.Input((8, 8, 3))
-    x = keras.layers.ReLU()(keras.layers.BatchNormalization()(keras.layers.Conv2D(8, 3, padding="same")(inputs)))
-    h = keras.layers.ReLU()(keras.layers.BatchNormalization()(keras.layers.Conv2D(8, 3, padding="same")(x)))
-    h = keras.layers.BatchNormalization()(keras.layers.Conv2D(8, 3, padding="same")(h))
-    x = keras.layers.ReLU()(keras.layers.Add()([h, x]))
-    outputs = keras.layers.Dense(3)(keras.layers.GlobalAveragePooling2D()(x))
+    x = layers.ReLU()(conv_bn(inputs))
+    h = conv_bn(layers.ReLU()(conv_bn(x)))
+    x = layers.ReLU()(layers.Add()([h, x]))
+    outputs = layers.Dense(3)(layers.GlobalAveragePooling2D()(x))
     return keras.Model(inputs, outputs)
 
 
