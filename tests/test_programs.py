@@ -11,6 +11,10 @@ trained at levels O0 and O1 the ways a user would:
   Models with their own `train_step` must be refused (BoostModel's step
   would replace theirs).
 
+A program may name the entry points and levels it runs through
+(`entry_points`, `levels`): the keras.applications models take
+`boost_model` at O1 alone.
+
 Every run must give finite losses and move every trainable weight; at O0
 every path must reproduce plain Keras (same initial weights, same data
 order) to the program's tolerance.
@@ -29,16 +33,22 @@ from programs import PROGRAMS
 from programs.base import predict
 
 SEED = 1234
-LEVELS = ("O0", "O1")
 
 
-def _params(keep):
-    return [pytest.param(p, id=p.name) for p in PROGRAMS.values() if keep(p)]
+def _params(entry_point, keep=lambda p: True):
+    """(program, level) pairs for `entry_point`, as ids "name-level"."""
+    return [
+        pytest.param(p, level, id=f"{p.name}-{level}")
+        for p in PROGRAMS.values()
+        if (p.entry_points is None or entry_point in p.entry_points) and keep(p)
+        for level in p.levels
+    ]
 
 
-ALL = _params(lambda p: True)
-STANDARD = _params(lambda p: not p.custom_train_step)
-CUSTOM = _params(lambda p: p.custom_train_step)
+WRAP = _params("wrap")
+AUTO_BOOST = _params("auto_boost")
+STANDARD = _params("boost_model", lambda p: not p.custom_train_step)
+CUSTOM = _params("boost_model", lambda p: p.custom_train_step)
 
 
 @pytest.fixture
@@ -144,8 +154,7 @@ def batch_norms(model):
 # --- the three entry points ----------------------------------------------------
 
 
-@pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("program", ALL, indirect=True)
+@pytest.mark.parametrize("program, level", WRAP, indirect=["program"])
 def test_wrap(program, level, tmp_path, tmp_path_factory):
     model, data = build(program)
     optimizers = {name: boost.wrap(program.optimizer(), level) for name in program.optimizers}
@@ -155,8 +164,7 @@ def test_wrap(program, level, tmp_path, tmp_path_factory):
         assert_same_training(program, run, plain_keras(program, tmp_path_factory))
 
 
-@pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("program", ALL, indirect=True)
+@pytest.mark.parametrize("program, level", AUTO_BOOST, indirect=["program"])
 def test_auto_boost(program, level, tmp_path, tmp_path_factory):
     original, data = build(program)
     auto = boost.AutoBoost(level)
@@ -178,8 +186,7 @@ def test_auto_boost(program, level, tmp_path, tmp_path_factory):
         assert batch_norms(model) < batch_norms(original)
 
 
-@pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("program", STANDARD, indirect=True)
+@pytest.mark.parametrize("program, level", STANDARD, indirect=["program"])
 def test_boost_model_fit_save_load_resume(program, level, tmp_path, tmp_path_factory):
     original, data = build(program)
     model = boost.BoostModel.from_model(original, boost_level=level)
@@ -211,8 +218,7 @@ def test_boost_model_fit_save_load_resume(program, level, tmp_path, tmp_path_fac
     assert _iterations(restored) > _iterations(model)
 
 
-@pytest.mark.parametrize("level", LEVELS)
-@pytest.mark.parametrize("program", CUSTOM, indirect=True)
+@pytest.mark.parametrize("program, level", CUSTOM, indirect=["program"])
 def test_boost_model_refuses_custom_train_step(program, level):
     model, _ = build(program)
     with pytest.raises((TypeError, ValueError), match="train_step"):

@@ -8,7 +8,9 @@ import functools
 
 import keras
 
+from programs import applications
 from programs import generative
+from programs import multi_io
 from programs import procedures
 from programs import sequence
 from programs import tabular
@@ -26,18 +28,49 @@ _logits_classifier = functools.partial(
     metrics=["accuracy"],
 )
 
+_regressor = functools.partial(compile_with, loss="mse", metrics=["mae"])
+# keras.applications models train at O1 through BoostModel.from_model alone
+# (the surgery, the step, saving and resuming on their graphs): each of their
+# compiled steps costs 20-100 s on 2 busy CPU cores, and what O0 and the other
+# entry points check does not depend on the graph (the small programs check it).
+_APPLICATION = dict(entry_points=frozenset({"boost_model"}), levels=("O1",))
+# The MobileNets run on every backend (JAX's step, TF's and torch's fused BN
+# kernels, on rebuilt application graphs); the bigger graphs only where
+# their compiles keep the programs of issue 28 within about 3 minutes per
+# backend on 2 CPU cores: each would add 2-4.5 minutes on JAX (initializer
+# and XLA compiles), and TF's two traces take EfficientNetB0 and
+# DenseNet121 100-155 s.
+_NOT_ON_JAX = dict(
+    backends=frozenset({"tensorflow", "torch"}),
+    skip_reason="2-4.5 min per model on JAX on 2 CPU cores (initializer and XLA compiles)",
+)
+_TORCH_ONLY = dict(
+    backends=frozenset({"torch"}),
+    skip_reason="100-155 s on TF (two traces of its train step) and 2-4.5 min on JAX, on 2 CPU cores",
+)
+
 PROGRAMS = {
     p.name: p
     for p in [
         Program("convnet", vision.convnet, _classifier),
         Program("xception", vision.xception, _logits_classifier),
         Program("mobilenet_v2", vision.mobilenet_v2, _logits_classifier, less_bn_target=True),
+        Program("residual_operator", vision.residual_operator, _classifier),
+        Program("residual_mlp", tabular.residual_mlp, _regressor),
         Program("transformer", sequence.transformer, _classifier),
+        Program("masked_bilstm", sequence.masked_bilstm, _classifier),
         Program(
             "conv1d_callbacks",
             sequence.conv1d_forecaster,
-            functools.partial(compile_with, loss="mse", metrics=["mae"]),
+            _regressor,
             fit=procedures.fit_with_checkpoint_and_schedules,
+        ),
+        Program(
+            "multi_io",
+            multi_io.image_and_features,
+            multi_io.compile_two_heads,
+            loss_keys=("loss", "class_loss", "value_loss"),
+            less_bn_target=True,
         ),
         Program(
             "tabular_dict",
@@ -79,6 +112,16 @@ PROGRAMS = {
             backends=frozenset({"tensorflow"}),
             skip_reason="tf.data input",
         ),
+        Program("app_mobilenet_v2", applications.mobilenet_v2, _classifier, less_bn_target=True,
+                **_APPLICATION),
+        Program("app_mobilenet_v3_small", applications.mobilenet_v3_small, _logits_classifier,
+                less_bn_target=True, **_APPLICATION),
+        Program("app_resnet50_v2", applications.resnet50_v2, _logits_classifier, **_APPLICATION,
+                **_NOT_ON_JAX),
+        Program("app_efficientnet_b0", applications.efficientnet_b0, _logits_classifier, **_APPLICATION,
+                **_TORCH_ONLY),
+        Program("app_densenet121", applications.densenet121, _logits_classifier, less_bn_target=True,
+                **_APPLICATION, **_TORCH_ONLY),
     ]
 }
 

@@ -26,9 +26,10 @@ class Data:
 
 
 def predict(model, x):
-    """Inference-mode outputs as NumPy (a direct call: no predict function to
-    compile)."""
-    return keras.ops.convert_to_numpy(model(x, training=False))
+    """Inference-mode outputs as one flat NumPy vector, every output's values
+    in turn (a direct call: no predict function to compile)."""
+    outputs = keras.tree.flatten(model(x, training=False))
+    return np.concatenate([np.ravel(keras.ops.convert_to_numpy(o)) for o in outputs])
 
 
 def adam():
@@ -68,6 +69,9 @@ class Program:
         less_bn_target: LessBN (level O1) must remove at least one BN.
         backends: the backends it runs on (None: all); `skip_reason` says
             why not the others.
+        entry_points: the keras_boost entry points it is trained through
+            (`wrap`, `auto_boost`, `boost_model`; None: all three).
+        levels: the levels it is trained at.
         policy: global dtype policy for the whole test (restored after).
         rtol, atol: tolerance of "equals plain Keras" at O0.
     """
@@ -84,6 +88,8 @@ class Program:
     less_bn_target: bool = False
     backends: frozenset = None
     skip_reason: str = ""
+    entry_points: frozenset = None
+    levels: tuple = ("O0", "O1")
     policy: str = None
     rtol: float = 1e-5
     atol: float = 1e-6

@@ -1,4 +1,5 @@
-"""Sequence models: a transformer text classifier and a Conv1D forecaster."""
+"""Sequence models: a transformer text classifier, a masked bidirectional
+LSTM classifier and a Conv1D forecaster."""
 
 import keras
 import numpy as np
@@ -46,6 +47,22 @@ def transformer():
     tokens = generator.integers(1, VOCAB, size=(SAMPLES, MAXLEN)).astype("int32")
     labels = (tokens[:, 0] < VOCAB // 2).astype("int32")
     return keras.Model(inputs, outputs, name="transformer_classifier"), Data(tokens, labels)
+
+
+def masked_bilstm():
+    """keras.io's bidirectional-LSTM text classifier: padded token ids, an
+    `Embedding(mask_zero=True)` whose mask the LSTMs honour, a softmax head."""
+    inputs = keras.Input((MAXLEN,), dtype="int32")
+    x = layers.Embedding(VOCAB, EMBED, mask_zero=True)(inputs)
+    x = layers.Bidirectional(layers.LSTM(8, return_sequences=True))(x)
+    x = layers.Bidirectional(layers.LSTM(8))(x)
+    outputs = layers.Dense(2, activation="softmax")(x)
+    generator = rng(5)
+    tokens = generator.integers(1, VOCAB, size=(SAMPLES, MAXLEN)).astype("int32")
+    lengths = generator.integers(3, MAXLEN + 1, size=SAMPLES)
+    tokens[np.arange(MAXLEN)[None, :] >= lengths[:, None]] = 0  # padding after each sequence
+    labels = (tokens[:, 0] < VOCAB // 2).astype("int32")
+    return keras.Model(inputs, outputs, name="masked_bilstm"), Data(tokens, labels)
 
 
 def conv1d_forecaster():

@@ -1,6 +1,6 @@
-"""keras.io's structured-data classifier (the heart-disease table): one named
-`keras.Input` per feature, preprocessing layers inside the model, a dict of
-inputs."""
+"""Tabular models: keras.io's structured-data classifier (the heart-disease
+table: one named `keras.Input` per feature, preprocessing layers inside the
+model, a dict of inputs) and a residual MLP written with `h + inputs`."""
 
 import keras
 from keras import layers
@@ -8,6 +8,8 @@ from keras import layers
 from programs.base import Data
 from programs.base import SAMPLES
 from programs.base import rng
+
+FEATURES = 8
 
 NUMERIC = ("age", "trestbps", "chol", "thalach", "oldpeak")
 # Categorical features as small integer codes: name -> number of values.
@@ -44,3 +46,17 @@ def heart_disease_classifier():
     assert len(inputs) == 13
     return keras.Model(inputs, outputs, name="heart_disease"), Data(table, target)
 
+
+def residual_mlp():
+    """Dense -> BN -> ReLU -> Dense -> BN, added back to the input with
+    `h + inputs` (an `Add` operation, not a layer), twice; a regressor."""
+    generator = rng(4)
+    x = generator.normal(size=(SAMPLES, FEATURES)).astype("float32")
+    y = (x[:, :2].sum(axis=1, keepdims=True) + 0.1 * generator.normal(size=(SAMPLES, 1))).astype("float32")
+    inputs = keras.Input((FEATURES,))
+    h = inputs
+    for _ in range(2):
+        r = layers.ReLU()(layers.BatchNormalization()(layers.Dense(16)(h)))
+        h = layers.BatchNormalization()(layers.Dense(FEATURES)(r)) + h
+    outputs = layers.Dense(1)(layers.ReLU()(h))
+    return keras.Model(inputs, outputs, name="residual_mlp"), Data(x, y)

@@ -1,4 +1,5 @@
-"""Image classifiers: a Sequential convnet, Xception- and MobileNetV2-style blocks."""
+"""Image classifiers: a Sequential convnet, Xception- and MobileNetV2-style
+blocks, a residual block written with `+`."""
 
 import keras
 from keras import layers
@@ -82,3 +83,16 @@ def mobilenet_v2():
     x = layers.GlobalAveragePooling2D()(x)
     outputs = layers.Dense(CLASSES)(x)  # logits
     return keras.Model(inputs, outputs, name="mobilenet_v2_like"), images(SAMPLES, 16, 3, CLASSES)
+
+
+def residual_operator():
+    """A ResNet basic block whose shortcut is written `h + x` (Keras records
+    an `Add` operation, not an `Add` layer), as many tutorials write it."""
+    inputs = keras.Input((SIZE, SIZE, CHANNELS))
+    x = _conv_bn(inputs, 8, 3)
+    h = _conv_bn(x, 8, 3)
+    h = _conv_bn(h, 8, 3, activation=None)
+    x = layers.ReLU()(h + x)
+    x = layers.GlobalAveragePooling2D()(x)
+    outputs = layers.Dense(CLASSES, activation="softmax")(x)
+    return keras.Model(inputs, outputs, name="residual_operator"), images(SAMPLES, SIZE, CHANNELS, CLASSES)
