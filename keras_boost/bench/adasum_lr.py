@@ -210,7 +210,7 @@ def run(argv=None):
         gains.append({"seed": seed, **step_gain(mobilenet(seed), shards, loss)})
         print(f"seed {seed}: AdaSum's first step / the mean's: {gains[-1]['unbounded']:.2f} unbounded, "
               f"{gains[-1]['bounded']:.2f} bounded", flush=True)
-        for i, mode in enumerate(args.modes):
+        for i in range(len(args.modes)):
             mode = args.modes[(i + seed) % len(args.modes)]  # rotate which mode runs first
             runs[mode].append(train(mode, seed, x, y))
             r = runs[mode][-1]
