@@ -37,6 +37,7 @@ import time
 import keras
 import numpy as np
 
+from keras_boost.atomic_write import atomic_write
 from keras_boost.bench.arguments import require_positive
 
 BASE_MODES = ("plain", "O1", "O2", "O2-nolessbn")
@@ -176,7 +177,7 @@ def run(argv=None):
     strategy = tf.distribute.MirroredStrategy([f"/CPU:{i}" for i in range(args.replicas)])
 
     import keras_boost as boost
-    from keras_boost.bench.machine import cpu_model
+    from keras_boost.bench.harness import environment
 
     (images, labels), (x_eval, y_eval) = mnist_rgb32()
     x_eval, y_eval = x_eval[: args.eval_samples], y_eval[: args.eval_samples]
@@ -221,17 +222,12 @@ def run(argv=None):
         print(f"{mode:>24}: {s['start']:.2f} -> {s['end']:.2f} (mean of {s['seeds']} seeds; rose in {s['rose']})")
     report = {
         "benchmark": "adasum_lr",
-        "environment": {
-            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-            "tensorflow": tf.__version__, "keras": keras.__version__, "keras_boost": boost.__version__,
-            "command": "python -m keras_boost.bench.adasum_lr " + " ".join(argv),
-        },
+        "environment": {**environment(), "command": "python -m keras_boost.bench.adasum_lr " + " ".join(argv)},
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
         "summary": summary, "gain": gains, "runs": runs,
     }
     os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(report, f, indent=1)
+    atomic_write(args.output, lambda f: f.write(json.dumps(report, indent=1).encode()))
     print(f"wrote {args.output}")
     return report
 
