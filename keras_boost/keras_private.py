@@ -1,0 +1,398 @@
+"""Every use of private Keras in keras_boost, in one module.
+
+Keras 3 keeps some of what a train-step add-on needs out of its public API:
+the trainer's loss and metric plumbing, a layer's own sublayers and
+variables, the graph behind a functional model, an optimizer's variable
+index. Each such use is wrapped here in a small named function (or, for the
+two private methods `BoostModel` overrides, a mixin) whose docstring says
+which internal it wraps and why keras_boost needs it.
+`tests/test_keras_private.py` checks each item against the installed Keras,
+so an upgrade that moves one fails one clear test, and
+`tests/test_architecture.py` keeps `keras.src` out of every other module.
+
+Example:
+
+```python
+from keras_boost import keras_private
+
+layers = keras_private.flatten_layers(model, include_self=False)
+x, y, sample_weight = keras_private.unpack_x_y_sample_weight(data)
+```
+"""
+
+import contextlib
+import inspect
+
+import keras
+from keras.src.losses import loss as _loss_module
+from keras.src.models.functional import Functional
+from keras.src.trainers.data_adapters import data_adapter_utils as _data_adapter_utils
+from keras.src.utils import io_utils as _io_utils
+from keras.src.utils import tracking as _tracking
+
+__all__ = [
+    "Functional",
+    "GraphRunHooks",
+    "calling_model",
+    "call_has_training_arg",
+    "compute_loss",
+    "distribute_strategy",
+    "flatten_layers",
+    "has_gradient_all_reduce",
+    "in_multi_worker_mode",
+    "inbound_node",
+    "is_functional",
+    "keras_history_operation",
+    "layer_own_variables",
+    "layer_raw_variable",
+    "loss_tracker",
+    "losses_override",
+    "no_automatic_dependency_tracking",
+    "optimizer_own_variables",
+    "optimizer_raw_learning_rate",
+    "optimizer_trained_variables",
+    "optimizer_variable_index",
+    "optimizer_var_key",
+    "print_msg",
+    "replace_gradient_all_reduce",
+    "restore_gradient_all_reduce",
+    "set_layer_trainable_flag",
+    "set_optimizer_trained_variables",
+    "set_weight_decay_exclusions",
+    "subclassed_build_shapes",
+    "symbolic_build",
+    "track_optimizer_variable",
+    "unpack_x_y_sample_weight",
+    "unscale_loss_for_distribution",
+    "update_metrics_variables",
+    "weight_decay_exclusions",
+]
+
+
+# --- data and printing --------------------------------------------------------
+
+
+def unpack_x_y_sample_weight(data):
+    """`(x, y, sample_weight)` of one batch, as Keras' own train steps unpack it.
+
+    Wraps `keras.src.trainers.data_adapters.data_adapter_utils
+    .unpack_x_y_sample_weight`: a custom train step must accept every batch
+    form `fit` accepts (`x`, `(x,)`, `(x, y)`, `(x, y, sample_weight)`).
+    """
+    return _data_adapter_utils.unpack_x_y_sample_weight(data)
+
+
+def print_msg(message):
+    """Prints `message` through Keras' printer (`keras.src.utils.io_utils
+    .print_msg`), so it goes where the progress bar goes (absl logging when
+    interactive logging is off)."""
+    _io_utils.print_msg(message)
+
+
+def unscale_loss_for_distribution(loss):
+    """The loss without the `1 / num_replicas` factor Keras' TF losses apply
+    under a strategy (`keras.src.losses.loss.unscale_loss_for_distribution`):
+    the loss tracker shows the per-replica-unscaled loss, as Keras' own
+    TensorFlow train step does."""
+    return _loss_module.unscale_loss_for_distribution(loss)
+
+
+# `keras.src.utils.tracking.no_automatic_dependency_tracking`: an optimizer
+# wrapper's `build` assigns lists of the inner optimizer's variables, which
+# Keras' automatic tracking would otherwise adopt as the wrapper's own
+# (Keras' LossScaleOptimizer decorates its `build` the same way).
+no_automatic_dependency_tracking = _tracking.no_automatic_dependency_tracking
+
+
+# --- layers and models --------------------------------------------------------
+
+
+def is_functional(model):
+    """Whether `model` is a Keras functional model (`keras.src.models
+    .functional.Functional`, which has no public name; `keras.Sequential` is
+    not one): graph surgery needs the graph behind a model."""
+    return isinstance(model, Functional)
+
+
+def flatten_layers(layer, include_self=True, recursive=True):
+    """`layer`'s sublayers, depth-first in tracking order (`Layer
+    ._flatten_layers`).
+
+    The public `Model.layers` lists only the direct children of a model, and
+    a plain layer has no public list of its sublayers at all.
+    """
+    return list(layer._flatten_layers(include_self=include_self, recursive=recursive))
+
+
+def layer_own_variables(layer, trainable=True, non_trainable=True):
+    """The variables `layer` created itself, without its sublayers'
+    (`Layer._trainable_variables` / `Layer._non_trainable_variables`): the
+    public `trainable_weights` collect the sublayers' too."""
+    own = list(layer._trainable_variables) if trainable else []
+    return own + (list(layer._non_trainable_variables) if non_trainable else [])
+
+
+def layer_raw_variable(layer, name):
+    """The variable behind `layer.<name>`, or None.
+
+    Keras' Dense/Conv/Embedding keep the variable in `_<name>` (e.g.
+    `_kernel`) and make `<name>` a property that adds the LoRA term when LoRA
+    is on; code marking the variable itself needs the stored one.
+    """
+    for attr in ("_" + name, name):
+        value = getattr(layer, attr, None)
+        if isinstance(value, keras.Variable):
+            return value
+    return None
+
+
+def set_layer_trainable_flag(layer, trainable):
+    """Sets `layer`'s own `trainable` flag (`Layer._trainable`) without the
+    public setter, which pushes the flag down onto every sublayer: a copied
+    model keeps its sublayers' own flags."""
+    layer._trainable = bool(trainable)
+
+
+def call_has_training_arg(layer):
+    """Whether `layer.call` takes a `training` argument (`Layer
+    ._call_has_training_arg`, read by Keras' own train steps before calling
+    the model)."""
+    return bool(getattr(layer, "_call_has_training_arg", False))
+
+
+def subclassed_build_shapes(model):
+    """The input shapes `model` was built (or first called) with, as a list
+    (`Layer._build_shapes_dict`); empty when unknown. A subclassed model has
+    no `inputs`: this is the only record of its input shape."""
+    return list((getattr(model, "_build_shapes_dict", None) or {}).values())
+
+
+def keras_history_operation(tensor):
+    """The operation (layer) that produced the symbolic `tensor`, or None
+    (`KerasTensor._keras_history.operation`)."""
+    history = getattr(tensor, "_keras_history", None)
+    return None if history is None else history.operation
+
+
+def inbound_node(tensor):
+    """The graph node that produced the symbolic `tensor`, or None when it
+    has no producer (`KerasTensor._keras_history` and `Operation
+    ._inbound_nodes`): a functional graph is walked back from its outputs
+    through these nodes (`node.arguments.keras_tensors`, `node.is_input`)."""
+    history = getattr(tensor, "_keras_history", None)
+    if history is None or history.operation is None:
+        return None
+    return history.operation._inbound_nodes[history.node_index]
+
+
+class GraphRunHooks:
+    """Mixin for a `keras.Model` subclass: public hooks around two private
+    `Functional` / `Trainer` methods.
+
+    - `on_graph_run(outputs)` runs after `Functional._run_through_graph`
+      (every call of the functional graph, including the one
+      `keras.models.clone_model` makes with copied layers).
+    - `symbolic_build_batch(iterator, data_batch)` lets the subclass pick the
+      batch the TensorFlow trainer's `_maybe_symbolic_build` builds from;
+      returning None keeps Keras' own choice.
+
+    Example:
+
+    ```python
+    class MyModel(keras_private.GraphRunHooks, keras.Model):
+        def on_graph_run(self, outputs):
+            print("graph ran")
+    ```
+    """
+
+    def on_graph_run(self, outputs):
+        """Called with the outputs of each run of the functional graph."""
+
+    def symbolic_build_batch(self, iterator, data_batch):
+        """`(strategy, data_batch)` to build from in `strategy`'s scope, or
+        None for Keras' default."""
+        return None
+
+    def _run_through_graph(self, *args, **kwargs):
+        outputs = super()._run_through_graph(*args, **kwargs)
+        self.on_graph_run(outputs)
+        return outputs
+
+    def _maybe_symbolic_build(self, iterator=None, data_batch=None):
+        choice = self.symbolic_build_batch(iterator, data_batch)
+        if choice is None:
+            return super()._maybe_symbolic_build(iterator=iterator, data_batch=data_batch)
+        strategy, batch = choice
+        with strategy.scope():
+            symbolic_build(self, batch)
+
+
+def symbolic_build(model, data_batch):
+    """Builds `model`'s metrics and optimizer from one batch without training
+    (`Trainer._symbolic_build`)."""
+    model._symbolic_build(data_batch=data_batch)
+
+
+def calling_model(predicate):
+    """The innermost `keras.Model` on the call stack, as the `self` of one of
+    its methods, for which `predicate(model)` holds, or None.
+
+    Keras builds a compiled model's optimizer from the model's own methods
+    (`fit`'s symbolic build, `compile_from_config`, the first train step) and
+    passes it variables only: a Keras 3 variable does not know its layer.
+    That calling model is where the layer types are.
+    """
+    frame = inspect.currentframe()
+    try:
+        while frame is not None:
+            owner = frame.f_locals.get("self")
+            if isinstance(owner, keras.Model) and predicate(owner):
+                return owner
+            frame = frame.f_back
+        return None
+    finally:
+        del frame  # no reference cycle through this frame
+
+
+# --- the trainer --------------------------------------------------------------
+
+
+def compute_loss(model, x, y, y_pred, sample_weight, training=True):
+    """`model`'s compiled loss plus its layers' losses (`Trainer
+    ._compute_loss`: `compute_loss` with Keras' check that a subclass
+    overriding `compute_loss` still gets the `training` argument)."""
+    return model._compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=training)
+
+
+def loss_tracker(model):
+    """The `Mean` metric behind `fit`'s `loss` log (`Trainer._loss_tracker`),
+    which a custom train step updates as Keras' own does."""
+    return model._loss_tracker
+
+
+def update_metrics_variables(model, metrics_variables, loss, x, y, y_pred, sample_weight):
+    """`(logs, new metrics variables)` after one batch, statelessly (the JAX
+    trainer's `_update_metrics_variables`: loss tracker, then compiled
+    metrics)."""
+    return model._update_metrics_variables(metrics_variables, loss, x, y, y_pred, sample_weight)
+
+
+@contextlib.contextmanager
+def losses_override(model, losses):
+    """Makes `model.losses` return `losses` inside the block (`Layer
+    ._losses_override`, as the JAX trainer's `compute_loss_and_updates`
+    does): `stateless_call` returns the layers' losses as values, which the
+    stateless loss must then see."""
+    if not losses:
+        yield
+        return
+    model._losses_override.clear()
+    model._losses_override = losses
+    try:
+        yield
+    finally:
+        model._losses_override.clear()
+
+
+# --- optimizers ---------------------------------------------------------------
+
+
+def optimizer_var_key(optimizer, variable):
+    """The key `optimizer` indexes `variable` by (`BaseOptimizer._var_key`:
+    the variable's id, the tf.Variable's id on TensorFlow)."""
+    return optimizer._var_key(variable)
+
+
+def optimizer_variable_index(optimizer, variable):
+    """The position of `variable` in the list `optimizer` was built with
+    (`BaseOptimizer._get_variable_index`): a slot list is in that order."""
+    return optimizer._get_variable_index(variable)
+
+
+def optimizer_trained_variables(optimizer):
+    """The variables `optimizer` was built for (`BaseOptimizer
+    ._trainable_variables`), in build order."""
+    return optimizer._trainable_variables
+
+
+def set_optimizer_trained_variables(optimizer, variables):
+    """Records `variables` as those `optimizer` was built for, as
+    `BaseOptimizer.build` does (`_trainable_variables` and
+    `_trainable_variables_indices`): a wrapper whose `build` does not call
+    Keras' (it would add EMA/accumulator slots) still answers
+    `optimizer_variable_index`."""
+    variables = list(variables)
+    for i, variable in enumerate(variables):
+        optimizer._trainable_variables_indices[optimizer._var_key(variable)] = i
+    optimizer._trainable_variables = variables
+
+
+def optimizer_own_variables(optimizer):
+    """The variables `optimizer` itself created, in creation order
+    (`BaseOptimizer._variables`; the public `variables` of a wrapper also
+    lists the wrapped optimizer's)."""
+    return optimizer._variables
+
+
+def track_optimizer_variable(optimizer, variable):
+    """Adds a variable made outside `add_variable` to `optimizer`'s
+    variables, so that it is saved (`BaseOptimizer._track_variable`)."""
+    optimizer._track_variable(variable)
+
+
+def optimizer_raw_learning_rate(optimizer):
+    """The learning rate as given: a `LearningRateSchedule` or a variable
+    (`BaseOptimizer._learning_rate`; the public `learning_rate` evaluates a
+    schedule)."""
+    return getattr(optimizer, "_learning_rate", None)
+
+
+def weight_decay_exclusions(optimizer):
+    """The keys (`optimizer_var_key`) of the variables excluded from
+    `optimizer`'s weight decay, or an empty set (`BaseOptimizer
+    ._exclude_from_weight_decay`: the public setter only writes)."""
+    return set(getattr(optimizer, "_exclude_from_weight_decay", None) or ())
+
+
+def set_weight_decay_exclusions(optimizer, keys):
+    """Replaces the excluded keys after `optimizer` was built (`BaseOptimizer
+    .exclude_from_weight_decay` refuses then), and clears Keras' cache of
+    the decision (`_exclude_from_weight_decay_cache`)."""
+    optimizer._exclude_from_weight_decay = set(keys)
+    optimizer._exclude_from_weight_decay_cache = dict()
+
+
+def has_gradient_all_reduce(optimizer):
+    """Whether `optimizer` sums gradients over replicas inside `apply`
+    (`TFOptimizer._all_reduce_sum_gradients`, Keras' TensorFlow
+    optimizers)."""
+    return hasattr(optimizer, "_all_reduce_sum_gradients")
+
+
+def replace_gradient_all_reduce(optimizer, fn):
+    """Makes this `optimizer` instance call `fn(grads_and_vars)` instead of
+    its SUM all-reduce (`TFOptimizer._all_reduce_sum_gradients`): a wrapper
+    that combined the replicas' gradients itself (AdaSum) applies them
+    as they are."""
+    optimizer._all_reduce_sum_gradients = fn
+
+
+def restore_gradient_all_reduce(optimizer):
+    """Undoes `replace_gradient_all_reduce` on this instance."""
+    del optimizer._all_reduce_sum_gradients
+
+
+# --- tf.distribute (through values that Keras and TensorFlow hand us) --------
+
+
+def distribute_strategy(value):
+    """The `tf.distribute.Strategy` that `value` belongs to, or None: a
+    model's (`Trainer._distribute_strategy`, None before one is set) or a
+    distributed variable's (`DistributedValues._distribute_strategy`)."""
+    return getattr(value, "_distribute_strategy", None)
+
+
+def in_multi_worker_mode(strategy):
+    """Whether `strategy` spans several workers (`StrategyExtended
+    ._in_multi_worker_mode`, the test Keras' TensorFlow trainer uses)."""
+    return strategy.extended._in_multi_worker_mode()
