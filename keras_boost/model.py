@@ -28,29 +28,31 @@ from keras_boost import config as config_lib
 from keras_boost.auto_boost import AutoBoost
 from keras_boost.errors import NoEffectWarning
 from keras_boost.errors import reraise_with_context
-from keras_boost.freeze_groups import groups_from_blocks
-from keras_boost.freeze_groups import model_blocks
-from keras_boost.freeze_planner import DepthPlanner
+from keras_boost.algorithms.accumulation import find_gradient_accumulation
+from keras_boost.algorithms.adasum import adasum_status
+from keras_boost.algorithms.dim_reduce import DimReduce
+from keras_boost.algorithms.dim_reduce import flatten
+from keras_boost.algorithms.dim_reduce import unflatten
+from keras_boost.algorithms.freezing import DEFAULT_TABLE_STEPS
+from keras_boost.algorithms.freezing import DepthPlanner
+from keras_boost.algorithms.freezing import FreezeOptimizer
+from keras_boost.algorithms.freezing import groups_from_blocks
+from keras_boost.algorithms.freezing import model_blocks
+from keras_boost.algorithms.loss_scaling import DynamicLossScale
+from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
+from keras_boost.algorithms.loss_scaling import GroupLossScaleManager
+from keras_boost.algorithms.loss_scaling import group_all_finite
+from keras_boost.algorithms.loss_scaling import resolve_loss_scale
+from keras_boost.algorithms.loss_scaling import unscale_by_group
+from keras_boost.algorithms.loss_scaling import update_group_scales
+from keras_boost.algorithms.optimizer_wrapper import find_in_chain
+from keras_boost.algorithms.status import AlgorithmStatus
 from keras_boost.layers.fused_batch_norm import FusedBatchNormalization
-from keras_boost.layers.group_loss_scale import GroupLossScaleManager
-from keras_boost.loss_scale import DynamicLossScale
-from keras_boost.loss_scale import resolve_loss_scale
-from keras_boost.optimizers.accumulation import find_gradient_accumulation
-from keras_boost.optimizers.adasum import AlgorithmStatus
-from keras_boost.optimizers.adasum import adasum_status
-from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
-from keras_boost.optimizers.dim_reduce import DimReduce
-from keras_boost.ops.dim_reduce import flatten
-from keras_boost.ops.dim_reduce import unflatten
-from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
-from keras_boost.optimizers.freeze import DEFAULT_TABLE_STEPS
-from keras_boost.optimizers.freeze import FreezeOptimizer
 from keras_boost.precision import PrecisionChoice
 from keras_boost.precision import choose_precision
 from keras_boost.precision import model_policies
-from keras_boost import ops as kb_ops
 from keras_boost.surgery import find_less_bn
 from keras_boost.surgery.less_bn import REPORT_ATTR
 from keras_boost.validation import check_model
@@ -493,11 +495,11 @@ class BoostModel(keras.Model):
         the scales. Returns `(finite, group_finite)`."""
         scales = manager.scales.value
         group_of = manager.group_of(trained, self)
-        grads = kb_ops.unscale_by_group(list(grads), scales, group_of)
-        group_finite = seam.all_replicas(kb_ops.group_all_finite(grads, group_of, manager.num_groups))
+        grads = unscale_by_group(list(grads), scales, group_of)
+        group_finite = seam.all_replicas(group_all_finite(grads, group_of, manager.num_groups))
         finite = keras.ops.all(group_finite)
         seam.apply_if(finite, self.optimizer.apply, (grads, trained))
-        manager.scales.assign(kb_ops.update_group_scales(scales, group_finite))
+        manager.scales.assign(update_group_scales(scales, group_finite))
         return finite
 
     def _boost_trained_variables(self):

@@ -10,9 +10,11 @@ from keras import ops
 from keras import StatelessScope
 from keras.src.trainers.data_adapters import data_adapter_utils
 
-from keras_boost import ops as kb_ops
-from keras_boost.ops.dim_reduce import flatten
-from keras_boost.ops.dim_reduce import unflatten
+from keras_boost.algorithms.dim_reduce import flatten
+from keras_boost.algorithms.dim_reduce import unflatten
+from keras_boost.algorithms.loss_scaling import group_all_finite
+from keras_boost.algorithms.loss_scaling import unscale_by_group
+from keras_boost.algorithms.loss_scaling import update_group_scales
 
 
 def _positions(all_variables, wanted):
@@ -124,11 +126,11 @@ def _group_scaled_apply(model, manager, optimizer_vars, grads, trainable, traine
     scale_pos = _positions(model.non_trainable_variables, [manager.scales])[0]
     scales = before[scale_pos]
     group_of = manager.group_of([model.trainable_variables[p] for p in trained_pos], model)
-    trained_grads = kb_ops.unscale_by_group([grads[p] for p in trained_pos], scales, group_of)
+    trained_grads = unscale_by_group([grads[p] for p in trained_pos], scales, group_of)
     grads = list(grads)
     for pos, grad in zip(trained_pos, trained_grads):
         grads[pos] = grad
-    group_finite = kb_ops.group_all_finite(trained_grads, group_of, manager.num_groups)
+    group_finite = group_all_finite(trained_grads, group_of, manager.num_groups)
     finite = ops.all(group_finite)
 
     def update():
@@ -137,7 +139,7 @@ def _group_scaled_apply(model, manager, optimizer_vars, grads, trainable, traine
 
     new_trainable, optimizer_vars = ops.cond(finite, update, lambda: (list(trainable), list(optimizer_vars)))
     non_trainable = [ops.where(finite, new, old) for new, old in zip(non_trainable, before)]
-    non_trainable[scale_pos] = kb_ops.update_group_scales(scales, group_finite)
+    non_trainable[scale_pos] = update_group_scales(scales, group_finite)
     return new_trainable, optimizer_vars, non_trainable, finite
 
 

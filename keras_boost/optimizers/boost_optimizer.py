@@ -6,16 +6,16 @@ import warnings
 import keras
 
 from keras_boost import config as config_lib
+from keras_boost.algorithms.accumulation import GradientAccumulation
+from keras_boost.algorithms.adasum import AdaSum
+from keras_boost.algorithms.dim_reduce import DimReduce
+from keras_boost.algorithms.freezing import FreezeOptimizer
+from keras_boost.algorithms.loss_scaling import DynamicLossScale
+from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
+from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
+from keras_boost.algorithms.optimizer_wrapper import find_in_chain
 from keras_boost.errors import NoEffectWarning
-from keras_boost.loss_scale import DynamicLossScale
-from keras_boost.optimizers.accumulation import GradientAccumulation
-from keras_boost.optimizers.adasum import AdaSum
-from keras_boost.optimizers.base import OptimizerWrapper
-from keras_boost.optimizers.base import find_in_chain
 from keras_boost.optimizers.centralization import GradientCentralization
-from keras_boost.optimizers.dim_reduce import DimReduce
-from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
-from keras_boost.optimizers.freeze import FreezeOptimizer
 from keras_boost.validation import check_optimizer
 
 

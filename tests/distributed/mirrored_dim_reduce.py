@@ -39,7 +39,7 @@ tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConf
 import keras  # noqa: E402
 
 import keras_boost as boost  # noqa: E402
-from keras_boost.optimizers import dim_reduce as dim_reduce_module  # noqa: E402
+from keras_boost.algorithms.dim_reduce import optimizer as dim_reduce_module  # noqa: E402
 
 STEPS = 3
 LOCAL = 8  # rows per replica and step

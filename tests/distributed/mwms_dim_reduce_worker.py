@@ -48,7 +48,7 @@ def main(out_dir):
     import keras
 
     import keras_boost as boost
-    from keras_boost.optimizers import dim_reduce as dim_reduce_module
+    from keras_boost.algorithms.dim_reduce import optimizer as dim_reduce_module
 
     pca_calls = [0]
     pca = dim_reduce_module.trajectory_pca
