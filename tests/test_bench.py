@@ -481,7 +481,7 @@ def test_adasum_benchmark_runs_and_reports(tmp_path):
     out = tmp_path / "adasum.json"
     env = dict(os.environ, KERAS_BACKEND="tensorflow", TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
     proc = subprocess.run(
-        [sys.executable, "-m", "keras_boost.bench.adasum", "--replicas", "2", "--per-replica-batch", "32",
+        [sys.executable, "-m", "benchmarks.adasum", "--replicas", "2", "--per-replica-batch", "32",
          "--seeds", "1", "--max-epochs", "1", "--repeats", "2", "--timing-steps", "1", "--target", "0.0",
          "--output", str(out)],
         env=env, capture_output=True, text=True, timeout=300,
@@ -504,7 +504,7 @@ def test_adasum_benchmark_runs_and_reports(tmp_path):
 def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("one backend is enough for the report's plumbing (the step is tested on all)")
-    from keras_boost.bench import dim_reduce as dim_reduce_bench
+    from benchmarks import dim_reduce as dim_reduce_bench
 
     result = dim_reduce_bench.run(["--seeds", "1", "--stage1-epochs", "1", "--every", "10", "--components", "2",
                                    "--long-epochs", "1", "--output", str(tmp_path / "dr.json")])
@@ -517,7 +517,7 @@ def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
 
 
 def test_precision_bench_times_every_policy_and_refuses_bad_arguments(capsys):
-    from keras_boost.bench import precision as precision_bench
+    from benchmarks import precision as precision_bench
 
     args = precision_bench.parse_args(["--steps", "1", "--repeats", "1"])
     measured = precision_bench.precision_step_times(harness.tiny_workload(), args)
@@ -562,7 +562,7 @@ def test_first_seed_and_merging_results(monkeypatch):
 
 
 def test_freeze_bench_schedule_mean_ratio():
-    from keras_boost.bench.freeze import schedule_mean_ratio
+    from benchmarks.freeze import schedule_mean_ratio
 
     freq, ratio = schedule_mean_ratio({d: 1.0 for d in range(10)}, 0.7)
     assert ratio == pytest.approx(1.0)
@@ -575,7 +575,7 @@ def test_freeze_bench_schedule_mean_ratio():
 
 
 def test_freeze_bench_arguments(capsys):
-    from keras_boost.bench import freeze
+    from benchmarks import freeze
 
     args = freeze.parse_args(["--workload", "realistic", "--freeze-p", "0.7,0.4", "--skip-accuracy"])
     assert (args.freeze_p, args.batch_size) == ([0.7, 0.4], 32)
@@ -588,7 +588,7 @@ def test_freeze_bench_arguments(capsys):
 
 
 def test_dim_reduce_bench_branches_and_arguments(capsys):
-    from keras_boost.bench import dim_reduce
+    from benchmarks import dim_reduce
 
     args = dim_reduce.parse_args(["--max-line-search", "2,4", "--alpha", "0.001"])
     assert dim_reduce._branch_names(args.max_line_search, args.alpha) == {
@@ -610,7 +610,7 @@ def test_dim_reduce_bench_branches_and_arguments(capsys):
 
 
 def test_dim_reduce_bench_annealed_branch_decays_the_rate_linearly_to_zero():
-    from keras_boost.bench import dim_reduce
+    from benchmarks import dim_reduce
 
     model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
     model.compile(optimizer=keras.optimizers.SGD(0.1), loss="mse")

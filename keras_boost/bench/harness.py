@@ -16,8 +16,8 @@ records test accuracy after every epoch against training wall time
 to the target accuracy and the final accuracy. A variant that cannot run
 (an algorithm not implemented yet) is recorded as skipped with the reason,
 never silently dropped; AdaSum variants run (on one replica AdaSum is the
-identity, which their record notes; `keras_boost.bench.adasum` measures it
-on N replicas).
+identity, which their record notes; `python -m benchmarks.adasum`
+measures it on N replicas).
 
 Runs are interleaved (`interleaved_jobs`): seed-major, every (precision,
 variant) of a seed in turn, in reverse order on every other seed, so that
@@ -42,9 +42,11 @@ print(report.markdown_table(result))
 import copy
 import dataclasses
 import datetime
+import importlib
 import json
 import math
 import os
+import platform
 import time
 import warnings
 
@@ -53,6 +55,7 @@ import numpy as np
 
 import keras_boost as boost
 from keras_boost.bench.machine import cpu_model
+from keras_boost.bench.machine import usable_cpus
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
@@ -226,7 +229,7 @@ def quickstart_augmented_workload():
     Example:
 
     ```shell
-    python -m keras_boost.bench.dim_reduce --workload quickstart-augmented --stage1-epochs 8
+    python -m benchmarks.dim_reduce --workload quickstart-augmented --stage1-epochs 8
     ```
     """
     return Workload(
@@ -481,7 +484,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                 return {**record, "skipped": str(error)}
             if model.boost_config["boost"]["adasum"]:
                 record["note"] = ("one replica: AdaSum is the identity here; "
-                                  "python -m keras_boost.bench.adasum measures it on N replicas")
+                                  "python -m benchmarks.adasum measures it on N replicas")
         model.compile(optimizer=optimizer, loss=LOSS)
         clock = AccuracyClock(x_test, y_test)
         keras.utils.set_random_seed(seed)
@@ -572,12 +575,24 @@ def environment():
     env["cpu_model"], env["backend"], env["keras_version"]
     ```
     """
-    from keras_boost.bench.overhead import environment as base_environment
-
-    env = base_environment()
-    env["cpu_model"] = cpu_model()
-    env["numpy_version"] = np.__version__
-    return env
+    backend = keras.backend.backend()
+    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend)
+    return {
+        "date": _now(),
+        "backend": backend,
+        "backend_version": importlib.import_module(module).__version__ if module else None,
+        "keras_version": keras.__version__,
+        "keras_boost_version": boost.__version__,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": cpu_model(),
+        "nproc": usable_cpus(),
+        "cpu_count": os.cpu_count(),
+        # The load before the run: a busy machine makes the spread wide.
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "cpu_model": cpu_model(),
+        "numpy_version": np.__version__,
+    }
 
 
 def burn_in(workload, precisions):

@@ -1,6 +1,14 @@
 """What machine a benchmark ran on (recorded with every result)."""
 
+import os
 import platform
+
+
+def usable_cpus():
+    """What `nproc` prints: the CPUs this process may run on."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
 
 
 def cpu_model():

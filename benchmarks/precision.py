@@ -18,8 +18,8 @@ Two measurements, in one run:
 Example:
 
 ```shell
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.precision --output docs/results/precision_tensorflow.json
-KERAS_BACKEND=jax python -m keras_boost.bench.precision --quick
+KERAS_BACKEND=tensorflow python -m benchmarks.precision --output benchmarks/results/precision_tensorflow.json
+KERAS_BACKEND=jax python -m benchmarks.precision --quick
 ```
 """
 
@@ -39,7 +39,7 @@ from keras_boost.bench.harness import quickstart_workload
 from keras_boost.bench.harness import resnet_workload
 from keras_boost.bench.harness import time_to_accuracy
 from keras_boost.bench.machine import cpu_flags
-from keras_boost.bench.overhead import environment
+from benchmarks.overhead import environment
 from keras_boost.precision import PRECISIONS
 from keras_boost.precision import with_precision
 
@@ -58,7 +58,7 @@ PEAK_LR = {"sgd": 0.05, "adam": 1e-3, "adabelief": 1e-3, "adabound": 1e-3, "lars
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.precision",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.precision",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per policy and repeat")
     parser.add_argument("--repeats", type=int, default=5)

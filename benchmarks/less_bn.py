@@ -28,9 +28,9 @@ BN removal from the NormalizedDense head.
 Example:
 
 ```shell
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.less_bn --output less_bn_tf.json
-KERAS_BACKEND=jax python -m keras_boost.bench.less_bn --quick
-python -m keras_boost.bench.less_bn --workloads realistic,resnet50 \
+KERAS_BACKEND=tensorflow python -m benchmarks.less_bn --output less_bn_tf.json
+KERAS_BACKEND=jax python -m benchmarks.less_bn --quick
+python -m benchmarks.less_bn --workloads realistic,resnet50 \
     --variants baseline,less_bn,fused,less_bn+fused --output fused_tf.json
 ```
 """
@@ -47,7 +47,7 @@ import numpy as np
 
 import keras_boost as boost
 from keras_boost.bench.harness import realistic_workload
-from keras_boost.bench.overhead import environment
+from benchmarks.overhead import environment
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 

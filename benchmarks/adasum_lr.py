@@ -22,7 +22,7 @@ rule, what O2 did before the bound) or `O2+reduce_on=delta+norm_bound=false`.
 Example:
 
 ```shell
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.adasum_lr --seeds 3 \
+KERAS_BACKEND=tensorflow python -m benchmarks.adasum_lr --seeds 3 \
     --modes plain,O1,O2,O2+norm_bound=false --output adasum_lr.json
 ```
 """
@@ -44,7 +44,7 @@ BASE_MODES = ("plain", "O1", "O2", "O2-nolessbn")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.adasum_lr", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.adasum_lr", description=__doc__.split("\n")[0])
     parser.add_argument("--replicas", type=int, default=2)
     parser.add_argument("--per-replica-batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=30)
@@ -222,7 +222,7 @@ def run(argv=None):
         print(f"{mode:>24}: {s['start']:.2f} -> {s['end']:.2f} (mean of {s['seeds']} seeds; rose in {s['rose']})")
     report = {
         "benchmark": "adasum_lr",
-        "environment": {**environment(), "command": "python -m keras_boost.bench.adasum_lr " + " ".join(argv)},
+        "environment": {**environment(), "command": "python -m benchmarks.adasum_lr " + " ".join(argv)},
         "settings": {k: v for k, v in vars(args).items() if k != "output"},
         "summary": summary, "gain": gains, "runs": runs,
     }

@@ -27,10 +27,10 @@ time (evaluation excluded). The tutorial's claim, in this shape: DimReduce
 Example:
 
 ```shell
-python -m keras_boost.bench.dim_reduce --seeds 2 --output dim_reduce.json
-python -m keras_boost.bench.dim_reduce --stage1-epochs 12 --components 32 \
+python -m benchmarks.dim_reduce --seeds 2 --output dim_reduce.json
+python -m benchmarks.dim_reduce --stage1-epochs 12 --components 32 \
     --max-line-search 2,4 --seeds 4 --output dim_reduce_ls.json
-python -m keras_boost.bench.dim_reduce --workload realistic --stage1-epochs 8 \
+python -m benchmarks.dim_reduce --workload realistic --stage1-epochs 8 \
     --components 32 --seeds 4 --output dim_reduce_realistic.json
 ```
 """
@@ -59,7 +59,7 @@ LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.dim_reduce",
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.dim_reduce",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="quickstart",
                         help="the model, data and SGD recipe (momentum, weight decay) of stage 1")

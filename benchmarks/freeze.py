@@ -24,9 +24,9 @@ Two measurements on the quickstart residual CNN (embedded MNIST), in one run:
 Example:
 
 ```shell
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.freeze --quick
-KERAS_BACKEND=jax python -m keras_boost.bench.freeze --output freeze_jax.json
-python -m keras_boost.bench.freeze --workload realistic --less-bn --freeze-p 0.7,0.5,0.4 \
+KERAS_BACKEND=tensorflow python -m benchmarks.freeze --quick
+KERAS_BACKEND=jax python -m benchmarks.freeze --output freeze_jax.json
+python -m benchmarks.freeze --workload realistic --less-bn --freeze-p 0.7,0.5,0.4 \
     --skip-accuracy --repeats 5 --output freeze_realistic.json
 ```
 """
@@ -41,9 +41,9 @@ import numpy as np
 import keras_boost as boost
 from keras_boost.bench.arguments import number_list
 from keras_boost.bench.harness import AccuracyClock
-from keras_boost.bench.overhead import environment
-from keras_boost.bench.overhead import make_data
-from keras_boost.bench.overhead import time_fit
+from benchmarks.overhead import environment
+from benchmarks.overhead import make_data
+from benchmarks.overhead import time_fit
 from keras_boost.bench.workloads import copy_weights
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
@@ -59,7 +59,7 @@ LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.freeze", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.freeze", description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=40, help="timed steps per depth and repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=4, help="epochs of the time-to-accuracy runs")

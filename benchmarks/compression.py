@@ -13,9 +13,9 @@ Note: Keras 3.15's `quantize("int8")` converts Dense/EinsumDense/Embedding
 only; in this CNN that is the `logits` head, the convolutions stay float.
 
 ```
-python -m keras_boost.bench.compression --epochs 3
+python -m benchmarks.compression --epochs 3
 ```
-writes `docs/results/compression_<backend>.json`.
+writes `benchmarks/results/compression_<backend>.json`.
 """
 
 import argparse
@@ -27,12 +27,12 @@ import warnings
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.compression", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.compression", description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=2e-3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default=None, help="default docs/results/compression_<backend>.json")
+    parser.add_argument("--output", default=None, help="default benchmarks/results/compression_<backend>.json")
     args = parser.parse_args(argv)
     for name in ("epochs", "batch_size"):
         if getattr(args, name) < 1:
@@ -53,7 +53,7 @@ def run(argv=None):
     from keras_boost.bench.workloads import residual_cnn
 
     backend = keras.backend.backend()
-    output = args.output or f"docs/results/compression_{backend}.json"
+    output = args.output or f"benchmarks/results/compression_{backend}.json"
     (x, y), (x_test, y_test) = mnist_data()
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

@@ -38,8 +38,8 @@ the combine relative to compute on this machine, not a network measurement.
 Example:
 
 ```shell
-python -m keras_boost.bench.adasum --replicas 8 --seeds 2 --output adasum.json
-python -m keras_boost.bench.adasum --replicas 4 --modes mean,bf16,bf16-ef --output compressed.json
+python -m benchmarks.adasum --replicas 8 --seeds 2 --output adasum.json
+python -m benchmarks.adasum --replicas 4 --modes mean,bf16,bf16-ef --output compressed.json
 ```
 """
 
@@ -61,7 +61,7 @@ MODES = ("mean", "adasum", "adasum-gather", "adasum-unbounded", "bf16", "bf16-ef
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.adasum", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.adasum", description=__doc__.split("\n")[0])
     parser.add_argument("--replicas", type=int, default=8)
     parser.add_argument("--per-replica-batch", type=int, default=64)
     parser.add_argument("--learning-rate", type=float, default=0.05)

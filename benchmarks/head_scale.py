@@ -25,8 +25,8 @@ printed: the std of the initial logits on the test images.
 Example:
 
 ```shell
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.head_scale
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.head_scale --models quickstart \\
+KERAS_BACKEND=tensorflow python -m benchmarks.head_scale
+KERAS_BACKEND=tensorflow python -m benchmarks.head_scale --models quickstart \\
     --rules 1,matched --epochs 2 --seeds 0
 ```
 """
@@ -41,7 +41,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
-from keras_boost.bench.overhead import environment
+from benchmarks.overhead import environment
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 from keras_boost.layers.normalized_dense import adacos_scale

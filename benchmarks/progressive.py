@@ -18,10 +18,10 @@ at each new image size count. One measurement per seed on a shared
 machine: the timings are noisy (the load average is recorded).
 
 ```shell
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.progressive --seeds 3
+KERAS_BACKEND=tensorflow python -m benchmarks.progressive --seeds 3
 ```
 
-It writes `docs/results/progressive_<backend>.json` (see `--output`).
+It writes `benchmarks/results/progressive_<backend>.json` (see `--output`).
 """
 
 import argparse
@@ -47,7 +47,7 @@ def parse_args(argv):
     parser.add_argument("--evals-per-epoch", type=int, default=2,
                         help="test evaluations per epoch (time-to-target resolution)")
     parser.add_argument("--output", default=None,
-                        help="JSON path (default docs/results/progressive_<backend>.json)")
+                        help="JSON path (default benchmarks/results/progressive_<backend>.json)")
     return parser.parse_args(argv)
 
 
@@ -96,7 +96,7 @@ def run(argv=None):
     from keras_boost.bench.workloads import residual_cnn
 
     backend = keras.backend.backend()
-    output = args.output or f"docs/results/progressive_{backend}.json"
+    output = args.output or f"benchmarks/results/progressive_{backend}.json"
     (x, y), (x_test, y_test) = mnist_data()
     steps_per_epoch = -(-len(x) // args.batch_size)
     total_steps = args.epochs * steps_per_epoch

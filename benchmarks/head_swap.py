@@ -19,8 +19,8 @@ and what the surgery did (BNs removed, head swapped).
 Example:
 
 ```shell
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.head_swap
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.head_swap --models ResNet50V2 --steps 10
+KERAS_BACKEND=tensorflow python -m benchmarks.head_swap
+KERAS_BACKEND=tensorflow python -m benchmarks.head_swap --models ResNet50V2 --steps 10
 ```
 """
 

@@ -33,8 +33,8 @@ The backend is whatever `KERAS_BACKEND` says.
 Example:
 
 ```shell
-KERAS_BACKEND=jax python -m keras_boost.bench.overhead --quick
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.overhead \
+KERAS_BACKEND=jax python -m benchmarks.overhead --quick
+KERAS_BACKEND=tensorflow python -m benchmarks.overhead \
     --steps 200 --repeats 7 --loss-scale dynamic --output overhead_tf.json
 ```
 """
@@ -69,7 +69,7 @@ _LOSS_SCALES = {"auto": "auto", "dynamic": "dynamic", "none": None}
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m keras_boost.bench.overhead",
+        prog="python -m benchmarks.overhead",
         description="Steady-state steps/s of BoostModel (O0) vs keras.Model.fit.",
     )
     parser.add_argument("--steps", type=int, help="timed steps per fit (default 100; quick 15)")

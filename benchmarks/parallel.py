@@ -19,7 +19,7 @@ multi-chip run would scale.
 Example:
 
 ```shell
-python -m keras_boost.bench.parallel --devices 8 --output docs/results/parallel_jax.json
+python -m benchmarks.parallel --devices 8 --output benchmarks/results/parallel_jax.json
 ```
 """
 
@@ -33,7 +33,7 @@ import time
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m keras_boost.bench.parallel", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.parallel", description=__doc__.split("\n")[0])
     parser.add_argument("--devices", type=int, default=8)
     parser.add_argument("--meshes", nargs="+", default=["data", "model_2x4", "model_1x8"])
     parser.add_argument("--min-size", type=int, default=None, help="auto_layout min_size (default: its own)")
@@ -165,14 +165,14 @@ def run(argv=None):
         return None
     env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2",
            "XLA_FLAGS": f"--xla_force_host_platform_device_count={args.devices}"}
-    proc = subprocess.run([sys.executable, "-m", "keras_boost.bench.parallel", *argv, "--worker"],
+    proc = subprocess.run([sys.executable, "-m", "benchmarks.parallel", *argv, "--worker"],
                           env=env, capture_output=True, text=True)
     if proc.returncode:
         raise SystemExit(f"The benchmark worker failed:\n{proc.stderr[-4000:]}")
     lines = proc.stdout.strip().splitlines()
     print("\n".join(lines[:-1]))
     result = json.loads(lines[-1])
-    result["command"] = "python -m keras_boost.bench.parallel " + " ".join(argv)
+    result["command"] = "python -m benchmarks.parallel " + " ".join(argv)
     os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
     with open(args.output, "w") as f:
         json.dump(result, f, indent=2)

@@ -4,7 +4,7 @@ LessBN removes bn1 (and the projection-shortcut BN) of each basic block and
 keeps bn2, so a residual branch is still normalized at its end but no
 longer in the middle. This script measures whether re-initializing what the
 surgery touches helps, on the `quickstart` and `deep_narrow` models of
-`keras_boost.bench.head_scale`, trained as LessBN (`fn_flag=False`, the
+`benchmarks.head_scale`, trained as LessBN (`fn_flag=False`, the
 original Dense head, so that only the BN removal differs) with
 `GradientCentralization`:
 
@@ -23,7 +23,7 @@ SGD(0.05, momentum 0.9), batch 64, same initial weights and batch order per
 Example:
 
 ```shell
-KERAS_BACKEND=tensorflow python -m keras_boost.bench.residual_init
+KERAS_BACKEND=tensorflow python -m benchmarks.residual_init
 ```
 """
 
@@ -36,9 +36,9 @@ import keras
 import numpy as np
 
 import keras_boost as boost
-from keras_boost.bench.head_scale import MODELS
-from keras_boost.bench.head_scale import train
-from keras_boost.bench.overhead import environment
+from benchmarks.head_scale import MODELS
+from benchmarks.head_scale import train
+from benchmarks.overhead import environment
 from keras_boost.bench.workloads import mnist_data
 
 VARIANTS = ("baseline", "less_bn", "skipinit", "fixup")

@@ -26,8 +26,8 @@ on TensorFlow.
 Example:
 
 ```shell
-python -m keras_boost.bench.accumulation                 # ~3-4 minutes on 2 CPU cores
-python -m keras_boost.bench.accumulation --quick --output acc.json
+python -m benchmarks.accumulation                 # ~3-4 minutes on 2 CPU cores
+python -m benchmarks.accumulation --quick --output acc.json
 ```
 """
 
@@ -235,7 +235,7 @@ def _spawn(args, env_extra=None):
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     env.update(env_extra or {})
     proc = subprocess.run(
-        [sys.executable, "-m", "keras_boost.bench.accumulation", *args],
+        [sys.executable, "-m", "benchmarks.accumulation", *args],
         env=env, capture_output=True, text=True,
     )
     if proc.returncode != 0:
@@ -270,7 +270,7 @@ def _machine():
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(
-        prog="python -m keras_boost.bench.accumulation",
+        prog="python -m benchmarks.accumulation",
         description="k=8 micro-batches of 32 vs one batch of 256: memory, "
         "throughput, and all-reduces per update under MirroredStrategy.",
     )

@@ -1,7 +1,7 @@
 #!/bin/bash
 # The quickstart (plain Keras vs BoostModel O1) 3 times per backend, backends
 # interleaved within each round; writes the result lines of each run to
-# stdout (docs/results/quickstart_o1_tf_jax_torch.txt was made this way, with
+# stdout (benchmarks/results/quickstart_o1_tf_jax_torch.txt was made this way, with
 # the tox environments of this repository: .tox/<backend>/bin/python; set
 # PYTHON to use one interpreter that has all three backends instead, and
 # REPS to change the number of rounds).

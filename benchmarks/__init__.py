@@ -1,0 +1,1 @@
+"""Measurement scripts, one per algorithm: `python -m benchmarks.<name> --help` from the repository root."""
