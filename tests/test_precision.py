@@ -13,6 +13,9 @@ from conftest import regression_data
 from keras_boost.precision import choose_precision
 from keras_boost.bench import residual_cnn
 from keras_boost.precision import with_precision
+# The module whose globals the timing tests patch (keras_boost.precision is
+# a re-export of it since the algorithm moved).
+from keras_boost.algorithms.precision import policy as precision_policy
 
 
 def plain_model():
@@ -166,8 +169,8 @@ def test_auto_needs_a_median_of_paired_steps():
 
 def test_the_precision_choice_is_always_an_attribute_and_saved(monkeypatch, tmp_path):
     # float32 kept (the model is not copied): the choice was once lost.
-    monkeypatch.setattr(boost.precision, "_CACHE", {})
-    monkeypatch.setattr(boost.precision, "time_training_steps", fake_timer(
+    monkeypatch.setattr(precision_policy, "_CACHE", {})
+    monkeypatch.setattr(precision_policy, "time_training_steps", fake_timer(
         {"float32": 0.010, "mixed_float16": 0.012, "mixed_bfloat16": 0.011}))
     assert boost.BoostModel(*dense_graph(seed=0)).precision_choice is None
     boosted = boost.BoostModel.from_model(plain_model(), "O0", {"common": {"precision": "auto"}})

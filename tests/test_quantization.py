@@ -135,7 +135,7 @@ def test_public_api_names():
 
 @pytest.mark.parametrize("argv", [["--epochs", "0"], ["--batch-size", "-1"], ["--learning-rate", "0"]])
 def test_compression_benchmark_rejects_bad_arguments(argv, capsys):
-    from keras_boost.bench import compression
+    from benchmarks import compression
 
     with pytest.raises(SystemExit):
         compression.parse_args(argv)

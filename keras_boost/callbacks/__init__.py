@@ -1,8 +1,36 @@
-"""Keras callbacks of keras_boost."""
+"""Keras callbacks of keras_boost, under the path users know.
 
-from keras_boost.callbacks.curriculum import CurriculumCallback
-from keras_boost.callbacks.curriculum import CurriculumSampler
-from keras_boost.callbacks.progressive import ProgressiveResizing
-from keras_boost.callbacks.weight_trajectory import WeightTrajectory
-from keras_boost.callbacks.weight_trajectory import load_trajectory
-from keras_boost.callbacks.batch_size import AdaptiveBatchSize
+`WeightTrajectory` (DimReduce's stage 1, `keras_boost.algorithms.dim_reduce`),
+`ProgressiveResizing` (`keras_boost.algorithms.progressive_resizing`),
+`CurriculumSampler` / `CurriculumCallback` (`keras_boost.algorithms.curriculum`),
+`AdaptiveBatchSize` (`keras_boost.algorithms.batch_size`).
+
+Example:
+
+```python
+model.fit(x, y, epochs=10, callbacks=[boost.callbacks.ProgressiveResizing(initial_scale=0.5)])
+```
+"""
+
+from keras_boost.algorithms.batch_size import AdaptiveBatchSize
+from keras_boost.algorithms.curriculum import CurriculumCallback
+from keras_boost.algorithms.curriculum import CurriculumSampler
+from keras_boost.algorithms.dim_reduce import WeightTrajectory
+from keras_boost.algorithms.dim_reduce import load_trajectory
+from keras_boost.algorithms.progressive_resizing import ProgressiveResizing
+
+# The old modules stay attributes of this package, as before the algorithms
+# moved (`boost.callbacks.progressive.find_resize_layers`).
+from keras_boost.callbacks import batch_size  # noqa: F401
+from keras_boost.callbacks import curriculum  # noqa: F401
+from keras_boost.callbacks import progressive  # noqa: F401
+from keras_boost.callbacks import weight_trajectory  # noqa: F401
+
+__all__ = [
+    "AdaptiveBatchSize",
+    "CurriculumCallback",
+    "CurriculumSampler",
+    "ProgressiveResizing",
+    "WeightTrajectory",
+    "load_trajectory",
+]

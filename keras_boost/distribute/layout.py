@@ -58,6 +58,7 @@ import warnings
 
 import keras
 
+from keras_boost import keras_private
 from keras_boost.errors import NoEffectWarning
 
 MODEL_AXIS = "model"
@@ -220,7 +221,7 @@ def decide(candidates, model_size, *, model_axis=MODEL_AXIS, min_size=DEFAULT_MI
 
 
 def _own_weight(layer, name):
-    for v in list(getattr(layer, "_trainable_variables", [])) + list(getattr(layer, "_non_trainable_variables", [])):
+    for v in keras_private.layer_own_variables(layer):
         if v.name == name:
             return v
     return None
@@ -268,8 +269,8 @@ def _layers_in_order(model):
     def walk(layer):
         # Models: `layers` (a functional model's is in graph order); other
         # layers: their tracked sublayers, in attribute-assignment order.
-        subs = layer.layers if isinstance(layer, keras.Model) else layer._flatten_layers(
-            include_self=False, recursive=False)
+        subs = layer.layers if isinstance(layer, keras.Model) else keras_private.flatten_layers(
+            layer, include_self=False, recursive=False)
         for sub in subs:
             if id(sub) in seen:
                 continue

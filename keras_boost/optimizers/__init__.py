@@ -1,21 +1,69 @@
-"""Optimizer wrappers (composition over a Keras optimizer)."""
+"""Optimizer wrappers (composition over a Keras optimizer) and new optimizers.
 
-from keras_boost.optimizers.accumulation import FlushGradientAccumulation
-from keras_boost.optimizers.accumulation import GradientAccumulation
-from keras_boost.optimizers.adaptive import LARS
-from keras_boost.optimizers.adaptive import AdaBelief
-from keras_boost.optimizers.adaptive import AdaBound
-from keras_boost.optimizers.adasum import AdaSum
-from keras_boost.optimizers.adasum import AlgorithmStatus
-from keras_boost.optimizers.base import OptimizerWrapper
-from keras_boost.optimizers.base import find_in_chain
-from keras_boost.optimizers.base import optimizer_chain
+Each wrapper lives with its algorithm (`keras_boost.algorithms.<name>`); the
+composition base is `keras_boost.algorithms.optimizer_wrapper` and the
+config-driven chain is `BoostOptimizer` (`keras_boost.optimizers.boost_optimizer`).
+This package re-exports them under the path users know.
+
+Example:
+
+```python
+opt = boost.optimizers.GradientAccumulation(keras.optimizers.SGD(0.1), max_accumulation_step=4)
+boost.optimizers.optimizer_chain(opt)   # [GradientAccumulation, SGD]
+```
+"""
+
+from keras_boost.algorithms.accumulation import FlushGradientAccumulation
+from keras_boost.algorithms.accumulation import GradientAccumulation
+from keras_boost.algorithms.adaptive_optimizers import LARS
+from keras_boost.algorithms.adaptive_optimizers import AdaBelief
+from keras_boost.algorithms.adaptive_optimizers import AdaBound
+from keras_boost.algorithms.adasum import AdaSum
+from keras_boost.algorithms.centralization import GradientCentralization
+from keras_boost.algorithms.centralization import exclude_grouped_kernels
+from keras_boost.algorithms.centralization import should_centralize
+from keras_boost.algorithms.compressed_all_reduce import CompressedAllReduce
+from keras_boost.algorithms.dim_reduce import DimReduce
+from keras_boost.algorithms.freezing import FreezeOpt
+from keras_boost.algorithms.freezing import FreezeOptimizer
+from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
+from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
+from keras_boost.algorithms.optimizer_wrapper import find_in_chain
+from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
+from keras_boost.algorithms.status import AlgorithmStatus
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
-from keras_boost.optimizers.compressed import CompressedAllReduce
-from keras_boost.optimizers.dim_reduce import DimReduce
-from keras_boost.optimizers.dynamic_loss_scale import DynamicLossScaleOptimizer
-from keras_boost.optimizers.freeze import FreezeOpt
-from keras_boost.optimizers.freeze import FreezeOptimizer
-from keras_boost.optimizers.centralization import GradientCentralization
-from keras_boost.optimizers.centralization import exclude_grouped_kernels
-from keras_boost.optimizers.centralization import should_centralize
+
+# The old modules stay attributes of this package, as before the algorithms
+# moved (`boost.optimizers.freeze.FreezeOptimizer`).
+from keras_boost.optimizers import accumulation  # noqa: F401
+from keras_boost.optimizers import adaptive  # noqa: F401
+from keras_boost.optimizers import adasum  # noqa: F401
+from keras_boost.optimizers import base  # noqa: F401
+from keras_boost.optimizers import centralization  # noqa: F401
+from keras_boost.optimizers import compressed  # noqa: F401
+from keras_boost.optimizers import dim_reduce  # noqa: F401
+from keras_boost.optimizers import dynamic_loss_scale  # noqa: F401
+from keras_boost.optimizers import freeze  # noqa: F401
+from keras_boost.optimizers import replica_combiner  # noqa: F401
+
+__all__ = [
+    "LARS",
+    "AdaBelief",
+    "AdaBound",
+    "AdaSum",
+    "AlgorithmStatus",
+    "BoostOptimizer",
+    "CompressedAllReduce",
+    "DimReduce",
+    "DynamicLossScaleOptimizer",
+    "FlushGradientAccumulation",
+    "FreezeOpt",
+    "FreezeOptimizer",
+    "GradientAccumulation",
+    "GradientCentralization",
+    "OptimizerWrapper",
+    "exclude_grouped_kernels",
+    "find_in_chain",
+    "optimizer_chain",
+    "should_centralize",
+]

@@ -1,4 +1,7 @@
-"""Training-time magnitude pruning (Zhu & Gupta 2017's polynomial schedule).
+"""Training-time magnitude pruning, under the path users know.
+
+The code lives in `keras_boost.algorithms.pruning`; `keras_boost.pruning.prune`
+still imports.
 
 Example:
 
@@ -10,12 +13,28 @@ plain = boost.pruning.strip(pruned)
 ```
 """
 
-from keras_boost.pruning.prune import PolynomialDecay
-from keras_boost.pruning.prune import PrunedModel
-from keras_boost.pruning.prune import PruneLowMagnitude
-from keras_boost.pruning.prune import UpdatePruningMasks
-from keras_boost.pruning.prune import apply_masks
-from keras_boost.pruning.prune import kernel_variable
-from keras_boost.pruning.prune import prune_low_magnitude
-from keras_boost.pruning.prune import sparsity_report
-from keras_boost.pruning.prune import strip
+from keras_boost.algorithms.pruning import PolynomialDecay
+from keras_boost.algorithms.pruning import PrunedModel
+from keras_boost.algorithms.pruning import PruneLowMagnitude
+from keras_boost.algorithms.pruning import UpdatePruningMasks
+from keras_boost.algorithms.pruning import apply_masks
+from keras_boost.algorithms.pruning import kernel_variable
+from keras_boost.algorithms.pruning import prune_low_magnitude
+from keras_boost.algorithms.pruning import sparsity_report
+from keras_boost.algorithms.pruning import strip
+
+# The old modules stay attributes of this package, as before the algorithms
+# moved (`boost.pruning.prune.strip`).
+from keras_boost.pruning import prune  # noqa: F401
+
+__all__ = [
+    "PolynomialDecay",
+    "PruneLowMagnitude",
+    "PrunedModel",
+    "UpdatePruningMasks",
+    "apply_masks",
+    "kernel_variable",
+    "prune_low_magnitude",
+    "sparsity_report",
+    "strip",
+]

@@ -5,3 +5,5 @@ from keras_boost.tune.lr_finder import find_lr
 from keras_boost.tune.search import SearchResult
 from keras_boost.tune.search import boost_config_for
 from keras_boost.tune.search import search
+
+__all__ = ["LRFinderResult", "SearchResult", "boost_config_for", "find_lr", "search"]

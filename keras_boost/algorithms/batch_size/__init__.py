@@ -1,0 +1,41 @@
+"""Adaptive batch size: grow the effective batch as the gradient noise scale grows.
+
+`AdaptiveBatchSize` raises the accumulation step of the model's
+`GradientAccumulation` (the effective batch) when the measured gradient
+noise scale (`NoiseScale`, `simple_noise_scale`: McCandlish et al. 2018,
+from the window norms `squared_global_norm` / `window_gradient_norms`)
+says a bigger batch would not waste samples, and rescales the learning rate
+(`lr_factor`).
+
+Example:
+
+```python
+from keras_boost.algorithms.batch_size import AdaptiveBatchSize
+
+optimizer = boost.GradientAccumulation(keras.optimizers.SGD(0.1), max_accumulation_step=1)
+model.compile(optimizer=optimizer, loss="mse")
+model.fit(x, y, epochs=10, callbacks=[AdaptiveBatchSize(max_steps=8)])
+```
+
+The method card: `docs/methods/grad_accumulation.md` (its adaptive batch size section).
+"""
+
+# noise_scale first: the accumulation package, which the callback reaches,
+# imports this package's noise-scale math.
+from keras_boost.algorithms.batch_size.noise_scale import squared_global_norm
+from keras_boost.algorithms.batch_size.noise_scale import window_gradient_norms
+from keras_boost.algorithms.batch_size.callback import LR_RULES
+from keras_boost.algorithms.batch_size.callback import AdaptiveBatchSize
+from keras_boost.algorithms.batch_size.callback import NoiseScale
+from keras_boost.algorithms.batch_size.callback import lr_factor
+from keras_boost.algorithms.batch_size.callback import simple_noise_scale
+
+__all__ = [
+    "LR_RULES",
+    "AdaptiveBatchSize",
+    "NoiseScale",
+    "lr_factor",
+    "simple_noise_scale",
+    "squared_global_norm",
+    "window_gradient_norms",
+]
