@@ -31,15 +31,12 @@ python -m benchmarks.accumulation --quick --output acc.json
 ```
 """
 
-import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
-import subprocess
-import sys
 import time
+
+from benchmarks import runner
 
 K = 8
 MICRO = 32
@@ -94,7 +91,7 @@ def _peak_rss_mb():
 # --- children ------------------------------------------------------------------
 
 
-def _child_single(mode, updates, epochs):
+def _single(mode, updates, epochs):
     import keras
     import numpy as np
 
@@ -141,7 +138,7 @@ def _child_single(mode, updates, epochs):
     }
 
 
-def _child_mirrored(updates, epochs):
+def _mirrored(updates, epochs):
     os.environ["KERAS_BACKEND"] = "tensorflow"
     import tensorflow as tf
 
@@ -230,78 +227,28 @@ def _child_mirrored(updates, epochs):
 # --- driver ---------------------------------------------------------------------
 
 
-def _spawn(args, env_extra=None):
-    env = dict(os.environ)
-    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    env.update(env_extra or {})
-    proc = subprocess.run(
-        [sys.executable, "-m", "benchmarks.accumulation", *args],
-        env=env, capture_output=True, text=True,
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(
-            f"benchmark child {args} failed ({proc.returncode}):\n{proc.stderr[-4000:]}"
-        )
-    return json.loads(proc.stdout.strip().splitlines()[-1])
-
-
-def _machine():
-    import keras
-
-    info = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "processor": platform.processor() or platform.machine(),
-        "cpu_count": os.cpu_count(),
-        "keras": keras.__version__,
-        "backend": os.environ.get("KERAS_BACKEND", "tensorflow"),
-    }
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    info["cpu"] = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return info
-
-
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.accumulation",
-        description="k=8 micro-batches of 32 vs one batch of 256: memory, "
-        "throughput, and all-reduces per update under MirroredStrategy.",
-    )
+    parser = runner.parser("accumulation", "k=8 micro-batches of 32 vs one batch of 256: memory, "
+                           "throughput, and all-reduces per update under MirroredStrategy.")
     parser.add_argument("--updates", type=int, help="updates per epoch (default 12; quick 4)")
     parser.add_argument("--epochs", type=int, help="epochs, the first is warm-up (default 3; quick 2)")
     parser.add_argument("--quick", action="store_true", help="a ~1-2 minute smoke run")
     parser.add_argument("--skip-mirrored", action="store_true", help="skip part 3")
-    parser.add_argument("--output", help="also write the results as JSON to this path")
-    parser.add_argument("--child", choices=("big", "accum", "mirrored"), help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    presets = _QUICK if args.quick else _DEFAULTS
-    for name, value in presets.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    return args
+    return runner.parse(parser, argv, positive=("updates", "epochs"), defaults=_DEFAULTS, quick=_QUICK)
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.child == "mirrored":
-        print(json.dumps(_child_mirrored(args.updates, args.epochs)))
-        return None
-    if args.child:
-        print(json.dumps(_child_single(args.child, args.updates, args.epochs)))
-        return None
+def child(args):
+    """One part, in its own process: `big`, `accum` or `mirrored`."""
+    if args.part == "mirrored":
+        return _mirrored(args.updates, args.epochs)
+    return _single(args.part, args.updates, args.epochs)
 
-    common = ["--updates", str(args.updates), "--epochs", str(args.epochs)]
-    results = {"machine": _machine(), "k": K, "micro_batch": MICRO, "big_batch": BIG}
+
+def measure(args):
+    results = {"k": K, "micro_batch": MICRO, "big_batch": BIG}
     for mode in ("big", "accum"):
-        print(f"running {mode} ...", file=sys.stderr, flush=True)
-        results[mode] = _spawn(["--child", mode, *common])
+        print(f"running {mode} ...", flush=True)
+        results[mode] = runner.spawn("accumulation", args, part=mode)
     big, acc = results["big"], results["accum"]
     results["summary"] = {
         "training_memory_ratio_accum_over_big": acc["training_adds_mb"] / big["training_adds_mb"],
@@ -309,10 +256,9 @@ def main(argv=None):
         "throughput_ratio_accum_over_big": acc["samples_per_s"] / big["samples_per_s"],
     }
     if not args.skip_mirrored:
-        print("running mirrored ...", file=sys.stderr, flush=True)
-        results["mirrored"] = _spawn(
-            ["--child", "mirrored", *common], {"KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}
-        )
+        print("running mirrored ...", flush=True)
+        results["mirrored"] = runner.spawn(
+            "accumulation", args, {"KERAS_BACKEND": "tensorflow", "CUDA_VISIBLE_DEVICES": ""}, part="mirrored")
         m = results["mirrored"]
         results["summary"].update(
             mirrored_gradient_all_reduces_per_update_accum=m["accum"]["gradient_all_reduces_per_update"],
@@ -321,12 +267,12 @@ def main(argv=None):
             mirrored_throughput_ratio_accum_over_stock=m["accum"]["samples_per_s"]
             / m["stock"]["samples_per_s"],
         )
-    text = json.dumps(results, indent=1)
-    print(text)
-    if args.output:
-        with open(args.output, "w") as f:
-            f.write(text + "\n")
+    print(json.dumps(results["summary"], indent=1))
     return results
+
+
+def main(argv=None):
+    return runner.main("accumulation", measure, parse_args, argv, child=child)
 
 
 if __name__ == "__main__":

@@ -43,11 +43,7 @@ python -m benchmarks.adasum --replicas 4 --modes mean,bf16,bf16-ef --output comp
 ```
 """
 
-import argparse
-import json
-import os
 import statistics
-import sys
 import time
 
 # Importing keras does not initialize TensorFlow's devices, so the logical
@@ -55,62 +51,42 @@ import time
 import keras
 import numpy as np
 
-from keras_boost.bench.arguments import require_positive
+from benchmarks import runner
+from benchmarks.overhead import EpochTimer
 
+BACKENDS = ("tensorflow",)  # tf.distribute
 MODES = ("mean", "adasum", "adasum-gather", "adasum-unbounded", "bf16", "bf16-ef", "f16")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.adasum", description=__doc__.split("\n")[0])
-    parser.add_argument("--replicas", type=int, default=8)
-    parser.add_argument("--per-replica-batch", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--first-seed", type=int, default=0,
-                        help="seeds run are first-seed .. first-seed + seeds - 1 (to add seeds to a run)")
-    parser.add_argument("--max-epochs", type=int, default=20)
-    parser.add_argument("--target", type=float, default=0.93)
-    parser.add_argument("--timing-steps", type=int, default=6)
-    parser.add_argument("--repeats", type=int, default=5)
+    parser = runner.parser("adasum", __doc__, seeds=2, output="bench_results/adasum_tensorflow.json",
+                           backends=BACKENDS)
+    parser.add_argument("--replicas", type=int, default=8, help="logical CPUs under MirroredStrategy (default 8)")
+    parser.add_argument("--per-replica-batch", type=int, default=64, help="batch per replica (default 64)")
+    parser.add_argument("--learning-rate", type=float, default=0.05, help="peak of the cosine decay (default 0.05)")
+    parser.add_argument("--max-epochs", type=int, default=20, help="epochs at most per run (default 20)")
+    parser.add_argument("--target", type=float, default=0.93, help="target test accuracy (default 0.93)")
+    parser.add_argument("--timing-steps", type=int, default=6, help="steps per timed epoch (default 6)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed epochs per mode (default 5)")
     parser.add_argument("--modes", default="mean,adasum",
                         help=f"comma-separated, from {','.join(MODES)}; mean is always run")
-    parser.add_argument("--output", default="bench_results/adasum_tensorflow.json")
-    args = parser.parse_args(argv)
+    args = runner.parse(parser, argv, positive=("replicas", "per_replica_batch", "max_epochs", "timing_steps",
+                                                "repeats"))
     modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     unknown = [m for m in modes if m not in MODES]
     if unknown:
         parser.error(f"--modes: unknown {unknown}; valid: {list(MODES)}")
     args.modes = ["mean", *[m for m in dict.fromkeys(modes) if m != "mean"]]
-    require_positive(
-        parser, args, ("replicas", "per_replica_batch", "seeds", "max_epochs", "timing_steps", "repeats")
-    )
-    if args.first_seed < 0:
-        parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
     return args
 
 
 def _configure_devices(replicas):
     """Logical CPUs; must run before TensorFlow initializes its devices."""
-    if keras.backend.backend() != "tensorflow":
-        raise SystemExit(
-            "The AdaSum benchmark needs KERAS_BACKEND=tensorflow (tf.distribute), "
-            f"got {keras.backend.backend()!r}."
-        )
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * replicas)
     return tf.distribute.MirroredStrategy([f"/CPU:{i}" for i in range(replicas)])
-
-
-class _EpochTimer(keras.callbacks.Callback):
-    """Wall time of the last epoch (`fit`'s setup and teardown left out)."""
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds = time.perf_counter() - self.start
 
 
 class _TargetClock(keras.callbacks.Callback):
@@ -129,15 +105,13 @@ class _TargetClock(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
-def run(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def measure(args):
     strategy = _configure_devices(args.replicas)
     import tensorflow as tf
 
     import keras_boost as boost
     from keras_boost.optimizers.adasum import bytes_sent_per_replica
     from keras_boost.optimizers.compressed import wire_bytes
-    from keras_boost.bench.machine import cpu_model
     from keras_boost.bench.workloads import mnist_data
     from keras_boost.bench.workloads import residual_cnn
 
@@ -168,17 +142,10 @@ def run(argv=None):
         return model
 
     modes = tuple(args.modes)
-    result = {
-        "benchmark": "adasum",
-        "environment": {
-            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-            "tensorflow": tf.__version__, "keras": keras.__version__, "keras_boost": boost.__version__,
-        },
-        "settings": {**vars(args), "global_batch": global_batch, "steps_per_epoch": steps_per_epoch},
-    }
+    result = {"settings": {"global_batch": global_batch, "steps_per_epoch": steps_per_epoch}}
 
     # (a) step time, interleaved.
-    timer = _EpochTimer()
+    timer = EpochTimer()
     models = {m: build(m, 0, 1000) for m in modes}
     for model in models.values():  # warm-up: tracing and the first steps
         model.fit(dataset(0), steps_per_epoch=2, epochs=1, verbose=0)
@@ -211,7 +178,7 @@ def run(argv=None):
     # (b) epochs to the target accuracy.
     total_steps = args.max_epochs * steps_per_epoch
     runs = []
-    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    seeds = runner.seeds(args)
     for seed in seeds:
         for mode in modes[seed % len(modes):] + modes[: seed % len(modes)]:
             model = build(mode, seed, total_steps)
@@ -232,11 +199,6 @@ def run(argv=None):
             if by_mode[mode] and by_mode["mean"]:
                 ratios.append(by_mode[mode] / by_mode["mean"])
         result[f"epochs_ratio_{mode}_over_mean"] = ratios
-    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(result, f, indent=2)
-    print(markdown(result))
-    print(f"Wrote {args.output}")
     return result
 
 
@@ -274,5 +236,9 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
+def main(argv=None):
+    return runner.main("adasum", measure, parse_args, argv, backends=BACKENDS, report=markdown)
+
+
 if __name__ == "__main__":
-    run()
+    main()

@@ -27,36 +27,32 @@ KERAS_BACKEND=tensorflow python -m benchmarks.adasum_lr --seeds 3 \
 ```
 """
 
-import argparse
 import json
-import os
 import statistics
-import sys
 import time
 
 import keras
 import numpy as np
 
-from keras_boost.atomic_write import atomic_write
-from keras_boost.bench.arguments import require_positive
+from benchmarks import runner
 
+BACKENDS = ("tensorflow",)  # tf.distribute
 BASE_MODES = ("plain", "O1", "O2", "O2-nolessbn")
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.adasum_lr", description=__doc__.split("\n")[0])
-    parser.add_argument("--replicas", type=int, default=2)
-    parser.add_argument("--per-replica-batch", type=int, default=32)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--eval-samples", type=int, default=512)
-    parser.add_argument("--learning-rate", type=float, default=0.02)
-    parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--seeds", type=int, default=1)
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--modes", default="plain,O1,O2,O2-nolessbn")
-    parser.add_argument("--output", default="bench_results/adasum_lr_tensorflow.json")
-    args = parser.parse_args(argv)
-    require_positive(parser, args, ("replicas", "per_replica_batch", "steps", "eval_samples", "seeds"))
+    parser = runner.parser("adasum_lr", __doc__, seeds=1, output="bench_results/adasum_lr_tensorflow.json",
+                           backends=BACKENDS)
+    parser.add_argument("--replicas", type=int, default=2, help="logical CPUs under MirroredStrategy (default 2)")
+    parser.add_argument("--per-replica-batch", type=int, default=32, help="batch per replica (default 32)")
+    parser.add_argument("--steps", type=int, default=30, help="training steps per run (default 30)")
+    parser.add_argument("--eval-samples", type=int, default=512,
+                        help="held-out test images of the start and end losses (default 512)")
+    parser.add_argument("--learning-rate", type=float, default=0.02, help="SGD's learning rate (default 0.02)")
+    parser.add_argument("--momentum", type=float, default=0.9, help="SGD's momentum (default 0.9)")
+    parser.add_argument("--modes", default="plain,O1,O2,O2-nolessbn",
+                        help=f"comma-separated, of {', '.join(BASE_MODES)}, each with +KEY=VALUE adasum overrides")
+    args = runner.parse(parser, argv, positive=("replicas", "per_replica_batch", "steps", "eval_samples"))
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
     for mode in args.modes:
         try:
@@ -88,7 +84,7 @@ def _json_or_text(value):
         return value  # a bare string, e.g. reduce_on=delta
 
 
-class _StepLosses(keras.callbacks.Callback):
+class StepLosses(keras.callbacks.Callback):
     """Per-step training losses, recovered from Keras' running mean
     (equal batches: loss_t = (t + 1) m_t - t m_(t-1))."""
 
@@ -165,11 +161,7 @@ def summarize(runs, modes):
     }
 
 
-def run(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    args = parse_args(argv)
-    if keras.backend.backend() != "tensorflow":
-        raise SystemExit(f"Needs KERAS_BACKEND=tensorflow (tf.distribute), got {keras.backend.backend()!r}.")
+def measure(args):
     import tensorflow as tf
 
     cpu = tf.config.list_physical_devices("CPU")[0]
@@ -177,7 +169,6 @@ def run(argv=None):
     strategy = tf.distribute.MirroredStrategy([f"/CPU:{i}" for i in range(args.replicas)])
 
     import keras_boost as boost
-    from keras_boost.bench.harness import environment
 
     (images, labels), (x_eval, y_eval) = mnist_rgb32()
     x_eval, y_eval = x_eval[: args.eval_samples], y_eval[: args.eval_samples]
@@ -192,7 +183,7 @@ def run(argv=None):
                 model = boost.BoostModel.from_model(model, boost_level=level, boost_config_dict=config)
             model.compile(optimizer=keras.optimizers.SGD(args.learning_rate, momentum=args.momentum), loss=loss)
         dataset = tf.data.Dataset.from_tensor_slices((x, y)).batch(global_batch, drop_remainder=True)
-        recorder = _StepLosses()
+        recorder = StepLosses()
         before = held_out_loss(model, x_eval, y_eval, loss, global_batch)
         start = time.perf_counter()
         model.fit(dataset, epochs=1, shuffle=False, verbose=0, callbacks=[recorder])
@@ -203,7 +194,7 @@ def run(argv=None):
         }
 
     runs, gains = {mode: [] for mode in args.modes}, []
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
+    for seed in runner.seeds(args):
         order = np.random.default_rng(seed).permutation(len(images))[: args.steps * global_batch]
         x, y = images[order], labels[order]
         shards = [(x[r * args.per_replica_batch : (r + 1) * args.per_replica_batch],
@@ -220,17 +211,12 @@ def run(argv=None):
     summary = summarize(runs, args.modes)
     for mode, s in summary.items():
         print(f"{mode:>24}: {s['start']:.2f} -> {s['end']:.2f} (mean of {s['seeds']} seeds; rose in {s['rose']})")
-    report = {
-        "benchmark": "adasum_lr",
-        "environment": {**environment(), "command": "python -m benchmarks.adasum_lr " + " ".join(argv)},
-        "settings": {k: v for k, v in vars(args).items() if k != "output"},
-        "summary": summary, "gain": gains, "runs": runs,
-    }
-    os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-    atomic_write(args.output, lambda f: f.write(json.dumps(report, indent=1).encode()))
-    print(f"wrote {args.output}")
-    return report
+    return {"summary": summary, "gain": gains, "runs": runs}
+
+
+def main(argv=None):
+    return runner.main("adasum_lr", measure, parse_args, argv, backends=BACKENDS)
 
 
 if __name__ == "__main__":
-    run()
+    main()

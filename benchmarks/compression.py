@@ -18,42 +18,31 @@ python -m benchmarks.compression --epochs 3
 writes `benchmarks/results/compression_<backend>.json`.
 """
 
-import argparse
-import json
-import os
-import sys
 import time
 import warnings
 
+from benchmarks import runner
+
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.compression", description=__doc__.split("\n")[0])
-    parser.add_argument("--epochs", type=int, default=3)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=2e-3)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default=None, help="default benchmarks/results/compression_<backend>.json")
-    args = parser.parse_args(argv)
-    for name in ("epochs", "batch_size"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    parser = runner.parser("compression", __doc__, seed=0, output="benchmarks/results/compression_{backend}.json")
+    parser.add_argument("--epochs", type=int, default=3, help="training epochs of every model (default 3)")
+    parser.add_argument("--batch-size", type=int, default=64, help="batch size (default 64)")
+    parser.add_argument("--learning-rate", type=float, default=2e-3, help="Adam's learning rate (default 0.002)")
+    args = runner.parse(parser, argv, positive=("epochs", "batch_size"))
     if not args.learning_rate > 0:
         parser.error(f"--learning-rate must be > 0, got {args.learning_rate}")
     return args
 
 
-def run(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def measure(args):
     import keras
     import numpy as np
 
     import keras_boost as boost
-    from keras_boost.bench.machine import cpu_model
     from keras_boost.bench.workloads import mnist_data
     from keras_boost.bench.workloads import residual_cnn
 
-    backend = keras.backend.backend()
-    output = args.output or f"benchmarks/results/compression_{backend}.json"
     (x, y), (x_test, y_test) = mnist_data()
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
@@ -99,23 +88,17 @@ def run(argv=None):
         qat.quantize("int8")
     record("qat_int8", accuracy(qat), seconds, accuracy_before_quantize=qat_float)
 
-    result = {
-        "benchmark": "compression",
-        "environment": {
-            "backend": backend, "cpu_model": cpu_model(), "cpu_count": os.cpu_count(),
-            "date": time.strftime("%Y-%m-%d"), "keras": keras.__version__, "keras_boost": boost.__version__,
-        },
-        "settings": {**vars(args), "output": output, "train_images": int(len(x)), "test_images": int(len(x_test)),
+    return {
+        "settings": {"train_images": int(len(x)), "test_images": int(len(x_test)),
                      "pruning_schedule": "polynomial (cubic), begin 0, end 0.7dur, frequency 20 steps",
                      "qat_start": "0.7dur"},
         "results": results,
     }
-    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
-    with open(output, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"Wrote {output}")
-    return result
+
+
+def main(argv=None):
+    return runner.main("compression", measure, parse_args, argv)
 
 
 if __name__ == "__main__":
-    run()
+    main()

@@ -35,12 +35,10 @@ python -m benchmarks.dim_reduce --workload realistic --stage1-epochs 8 \
 ```
 """
 
-import argparse
 import json
 import math
 import os
 import statistics
-import sys
 import tempfile
 import time
 import warnings
@@ -49,27 +47,23 @@ import keras
 import numpy as np
 
 import keras_boost as boost
-from keras_boost.atomic_write import atomic_write
+from benchmarks import runner
 from keras_boost.bench.arguments import number_list
 from keras_boost.bench.arguments import require_positive
 from keras_boost.bench.harness import WORKLOADS
-from keras_boost.bench.machine import cpu_model
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.dim_reduce",
-                                     description=__doc__.split("\n")[0])
+    parser = runner.parser("dim_reduce", __doc__, seeds=2, output="bench_results/dim_reduce.json")
     parser.add_argument("--workload", choices=sorted(WORKLOADS), default="quickstart",
                         help="the model, data and SGD recipe (momentum, weight decay) of stage 1")
-    parser.add_argument("--seeds", type=int, default=2)
-    parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--stage1-epochs", type=int, default=4)
+    parser.add_argument("--stage1-epochs", type=int, default=4, help="epochs of stage 1 (default 4)")
     parser.add_argument("--every", type=int, default=10, help="steps between trajectory snapshots")
     parser.add_argument("--trajectory-start-epoch", type=int, default=0,
                         help="first stage-1 epoch recorded (MindSpore's tutorial skips the early ones)")
-    parser.add_argument("--components", type=int, default=16)
+    parser.add_argument("--components", type=int, default=16, help="PCA components of the subspace (default 16)")
     parser.add_argument("--learning-rate", type=float, help="constant SGD rate (default: the workload's peak)")
     parser.add_argument("--batch-size", type=int, help="default: the workload's")
     parser.add_argument("--alpha", type=number_list(float, 0.0), default=[0.001],
@@ -77,21 +71,17 @@ def parse_args(argv):
     parser.add_argument("--max-line-search", type=number_list(int, 1), default=[2],
                         help="Armijo trials per step; a comma-separated list runs one branch per value")
     parser.add_argument("--long-epochs", type=int, default=10, help="epochs of the long plain branch")
-    parser.add_argument("--output", default="bench_results/dim_reduce.json")
-    args = parser.parse_args(argv)
+    args = runner.parse(parser, argv)
     workload = WORKLOADS[args.workload]()
     if args.learning_rate is None:
         args.learning_rate = workload.learning_rate
     if args.batch_size is None:
         args.batch_size = workload.batch_size
-    require_positive(
-        parser, args, ("seeds", "stage1_epochs", "every", "components", "batch_size", "long_epochs")
-    )
+    require_positive(parser, args, ("stage1_epochs", "every", "components", "batch_size", "long_epochs"))
     if not args.learning_rate > 0:
         parser.error(f"--learning-rate must be > 0, got {args.learning_rate}")
-    for name in ("first_seed", "trajectory_start_epoch"):
-        if getattr(args, name) < 0:
-            parser.error(f"--{name.replace('_', '-')} must be >= 0, got {getattr(args, name)}")
+    if args.trajectory_start_epoch < 0:
+        parser.error(f"--trajectory-start-epoch must be >= 0, got {args.trajectory_start_epoch}")
     for alpha in args.alpha:  # the config's own rule (alpha > 0), before stage 1 runs
         try:
             with warnings.catch_warnings():
@@ -149,8 +139,8 @@ def _timed_fit(model, x, y, epochs, batch_size, seed, callbacks=()):
     return time.perf_counter() - start
 
 
-def run(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def measure(args):
+    """Yields the result after every seed: an interrupted run keeps its seeds."""
     workload = WORKLOADS[args.workload]()
     (x, y), (x_test, y_test) = workload.data()
     steps_per_epoch = math.ceil(len(x) / args.batch_size)
@@ -159,10 +149,7 @@ def run(argv=None):
     plain_branches = {"plain+2": (2, ()), "plain+long": (args.long_epochs, ()),
                       "plain+2-annealed": (2, (_LinearDecay(args.learning_rate, 2 * steps_per_epoch),))}
     branches = (*plain_branches, *dim_reduce_branches.values())
-    environment = {"cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-                   "backend": keras.backend.backend(), "keras": keras.__version__}
-    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
-    for seed in range(args.first_seed, args.first_seed + args.seeds):
+    for seed in runner.seeds(args):
         with tempfile.TemporaryDirectory() as work:
             keras.utils.set_random_seed(seed)
             model = workload.build(seed)
@@ -197,20 +184,18 @@ def run(argv=None):
         print(f"seed {seed}: stage 1 {record['stage1_accuracy']:.4f}; "
               + ", ".join(f"{b} {record[b]['accuracy']:.4f} ({record[b]['seconds']:.0f} s)"
                           for b in branches), flush=True)
-        # Rewritten after every seed: an interrupted run keeps its seeds.
         result = {
-            "benchmark": "dim_reduce",
             "complete": len(runs) == args.seeds,
-            "environment": environment,
-            "settings": vars(args),
             "runs": runs,
             "median_accuracy": {b: statistics.median(r[b]["accuracy"] for r in runs) for b in branches},
         }
-        atomic_write(args.output, lambda f: f.write(json.dumps(result, indent=2).encode()))
+        yield result
     print(json.dumps(result["median_accuracy"], indent=1))
-    print(f"Wrote {args.output}")
-    return result
+
+
+def main(argv=None):
+    return runner.main("dim_reduce", measure, parse_args, argv)
 
 
 if __name__ == "__main__":
-    run()
+    main()

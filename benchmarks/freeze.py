@@ -31,19 +31,17 @@ python -m benchmarks.freeze --workload realistic --less-bn --freeze-p 0.7,0.5,0.
 ```
 """
 
-import argparse
-import json
 import statistics
 
 import keras
 import numpy as np
 
 import keras_boost as boost
-from keras_boost.bench.arguments import number_list
-from keras_boost.bench.harness import AccuracyClock
-from benchmarks.overhead import environment
+from benchmarks import runner
 from benchmarks.overhead import make_data
 from benchmarks.overhead import time_fit
+from keras_boost.bench.arguments import number_list
+from keras_boost.bench.harness import AccuracyClock
 from keras_boost.bench.workloads import copy_weights
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
@@ -59,11 +57,10 @@ LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.freeze", description=__doc__.split("\n")[0])
+    parser = runner.parser("freeze", __doc__, seeds=2)
     parser.add_argument("--steps", type=int, default=40, help="timed steps per depth and repeat")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--epochs", type=int, default=4, help="epochs of the time-to-accuracy runs")
-    parser.add_argument("--seeds", type=int, default=2, help="seeds of the time-to-accuracy runs")
     parser.add_argument("--target", type=float, default=0.90, help="target test accuracy")
     parser.add_argument("--batch-size", type=int, help="default: 64 (quickstart), 32 (realistic)")
     parser.add_argument("--workload", choices=sorted(MODELS), default="quickstart",
@@ -74,8 +71,7 @@ def parse_args(argv=None):
                         help="comma-separated freeze_p values whose schedule mean step is reported")
     parser.add_argument("--skip-accuracy", action="store_true", help="only the step-time part")
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
-    parser.add_argument("--output", help="write the results as JSON here")
-    args = parser.parse_args(argv)
+    args = runner.parse(parser, argv, positive=("steps", "repeats", "epochs"))
     if args.quick:
         args.steps, args.repeats, args.epochs, args.seeds = 10, 2, 2, 1
     if args.batch_size is None:
@@ -182,7 +178,7 @@ def accuracy_run(level, seed, args):
 
 def accuracy_runs(args):
     runs = []
-    for seed in range(args.seeds):
+    for seed in runner.seeds(args):
         for level in (("O0", "O1") if seed % 2 == 0 else ("O1", "O0")):
             run = accuracy_run(level, seed, args)
             runs.append(run)
@@ -192,14 +188,10 @@ def accuracy_runs(args):
     return runs
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    env = environment()
-    print(f"keras_boost freeze benchmark | backend {env['backend']} | {env['processor']} "
-          f"x{env['nproc']} | {env['date']} | load {env['load_average']}")
+def measure(args):
     print(f"Step time per freeze depth ({args.workload} residual CNN{', LessBN' if args.less_bn else ''}, "
           f"batch {args.batch_size}):")
-    result = {"environment": env, "settings": vars(args), "step_times": step_times(args)}
+    result = {"step_times": step_times(args)}
     st = result["step_times"]
     for d, ratio in st["ratio_to_full"].items():
         print(f"  depth {d}: {1e3 * st['median_seconds_per_step'][d]:.1f} ms/step, {ratio:.3f}x full")
@@ -214,10 +206,11 @@ def main(argv=None):
     if not args.skip_accuracy:
         print("Time to accuracy (O0 full vs O1 freezing only):")
         result["accuracy_runs"] = accuracy_runs(args)
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(result, f, indent=1)
     return result
+
+
+def main(argv=None):
+    return runner.main("freeze", measure, parse_args, argv)
 
 
 if __name__ == "__main__":

@@ -27,12 +27,10 @@ Example:
 ```shell
 KERAS_BACKEND=tensorflow python -m benchmarks.head_scale
 KERAS_BACKEND=tensorflow python -m benchmarks.head_scale --models quickstart \\
-    --rules 1,matched --epochs 2 --seeds 0
+    --rules 1,matched --epochs 2 --seeds 1
 ```
 """
 
-import argparse
-import json
 import statistics
 import time
 import warnings
@@ -41,7 +39,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
-from benchmarks.overhead import environment
+from benchmarks import runner
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 from keras_boost.layers.normalized_dense import adacos_scale
@@ -73,14 +71,13 @@ MODELS = {
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--rules", default="dense,1,adacos,matched,16")
-    parser.add_argument("--seeds", default="0,1")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--lr", type=float, default=0.05)
-    parser.add_argument("--output", default=None, help="write the results as JSON here")
-    return parser.parse_args(argv)
+    parser = runner.parser("head_scale", __doc__, seeds=2)
+    parser.add_argument("--models", default=",".join(MODELS), help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--rules", default="dense,1,adacos,matched,16",
+                        help="comma-separated initial-scale rules: dense, 1, adacos, matched or a number")
+    parser.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
+    parser.add_argument("--lr", type=float, default=0.05, help="SGD's learning rate (default 0.05)")
+    return runner.parse(parser, argv, positive=("epochs",))
 
 
 def rule_scale(rule, head):
@@ -124,11 +121,11 @@ def train(model, data, seed, epochs):
             "seconds": time.perf_counter() - start}
 
 
-def run(args):
+def measure(args):
     data = mnist_data()
-    out = {"environment": environment(), "args": vars(args), "runs": []}
+    out = {"runs": []}
     for model_name in args.models.split(","):
-        for seed in [int(s) for s in args.seeds.split(",")]:
+        for seed in runner.seeds(args):
             for rule in args.rules.split(","):
                 keras.utils.clear_session()
                 model, scale = build(model_name, seed, rule, args.lr)
@@ -142,14 +139,16 @@ def run(args):
                       f"logit std {result['initial_logit_std']:.3f} acc "
                       + "/".join(f"{a:.3f}" for a in result["curve"])
                       + f" ({result['seconds']:.0f} s)", flush=True)
+    print()
+    print(table(out, args.epochs))
     return out
 
 
-def table(out):
+def table(out, epochs):
     """Markdown table: mean test accuracy per epoch over the seeds."""
     rows = ["| model | rule | initial scale | initial logit std | "
-            + " | ".join(f"acc ep{e + 1}" for e in range(out["args"]["epochs"])) + " |",
-            "|---|---|---|---|" + "---|" * out["args"]["epochs"]]
+            + " | ".join(f"acc ep{e + 1}" for e in range(epochs)) + " |",
+            "|---|---|---|---|" + "---|" * epochs]
     keys = []
     for r in out["runs"]:
         if (r["model"], r["rule"]) not in keys:
@@ -165,14 +164,7 @@ def table(out):
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    out = run(args)
-    print()
-    print(table(out))
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(out, f, indent=2)
-    return out
+    return runner.main("head_scale", measure, parse_args, argv)
 
 
 if __name__ == "__main__":

@@ -24,32 +24,20 @@ KERAS_BACKEND=tensorflow python -m benchmarks.head_swap --models ResNet50V2 --st
 ```
 """
 
-import argparse
 import warnings
 
 import keras
 import numpy as np
 
 import keras_boost as boost
+from benchmarks import runner
+from benchmarks.adasum_lr import StepLosses
 
 VARIANTS = {
     "plain": None,
     "O1": {},
     "O1_no_freeze": {"boost": {"mode": "manual", "grad_freeze": False}},
 }
-
-
-class StepLosses(keras.callbacks.Callback):
-    """Per-step training losses, recovered from fit's running mean (equal batches)."""
-
-    def __init__(self):
-        super().__init__()
-        self.losses, self._previous = [], 0.0
-
-    def on_train_batch_end(self, batch, logs=None):
-        mean = float(logs["loss"])
-        self.losses.append((batch + 1) * mean - batch * self._previous)
-        self._previous = mean
 
 
 def build(name, seed):
@@ -81,20 +69,23 @@ def run(name, variant, args):
     y = rng.integers(0, 10, size=(n,))
     steps = StepLosses()
     model.fit(x, y, batch_size=args.batch_size, epochs=1, shuffle=False, verbose=0, callbacks=[steps])
-    return steps.losses, did
+    return steps.losses(), did
 
 
-def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="ResNet50V2,EfficientNetB0")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--steps", type=int, default=20)
+def parse_args(argv=None):
+    parser = runner.parser("head_swap", __doc__, seed=0)
+    parser.add_argument("--models", default="ResNet50V2,EfficientNetB0",
+                        help="comma-separated keras.applications model names")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--steps", type=int, default=20, help="training steps per run (default 20)")
     parser.add_argument("--last", type=int, default=5, help="steps averaged at the end")
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    print(f"keras {keras.__version__}, backend {keras.backend.backend()}, keras_boost "
-          f"{boost.__version__}, {args.steps} steps of {args.batch_size}")
+    parser.add_argument("--batch-size", type=int, default=16, help="batch size (default 16)")
+    return runner.parse(parser, argv, positive=("steps", "last", "batch_size"))
+
+
+def measure(args):
+    print(f"{args.steps} steps of {args.batch_size}")
+    runs = []
     for name in args.models.split(","):
         plain = None
         for variant in args.variants.split(","):
@@ -104,6 +95,13 @@ def main(argv=None):
             ratio = f"{last / plain:.2f}x plain" if plain else ""
             print(f"{name:<16}{variant:<14} loss(last {args.last}) {last:8.4f} {ratio:>12}  "
                   f"first {losses[0]:.4f}  {did}", flush=True)
+            runs.append({"model": name, "variant": variant, "losses": losses, "last_mean_loss": last,
+                         "surgery": did})
+    return {"runs": runs}
+
+
+def main(argv=None):
+    return runner.main("head_swap", measure, parse_args, argv)
 
 
 if __name__ == "__main__":

@@ -35,9 +35,7 @@ python -m benchmarks.less_bn --workloads realistic,resnet50 \
 ```
 """
 
-import argparse
 import gc
-import json
 import statistics
 import time
 import warnings
@@ -46,8 +44,9 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from benchmarks import runner
+from benchmarks.overhead import EpochTimer
 from keras_boost.bench.harness import realistic_workload
-from benchmarks.overhead import environment
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
@@ -60,32 +59,25 @@ ACCURACY_VARIANTS = ("baseline", "less_bn", "less_bn_no_fn")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = runner.parser("less_bn", __doc__)
     parser.add_argument("--workloads", default="residual_cnn,resnet50",
                         help="comma-separated; empty: no step-time run")
     parser.add_argument("--variants", default=DEFAULT_VARIANTS,
                         help=f"comma-separated step-time variants, baseline first; of {', '.join(VARIANTS)}")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per repeat")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per variant (default 5)")
     parser.add_argument("--accuracy", action="store_true", help="also run time to accuracy")
     parser.add_argument("--epochs", type=int, default=8, help="epochs of the accuracy run")
     parser.add_argument("--target", type=float, default=0.93, help="target test accuracy")
     parser.add_argument("--quick", action="store_true", help="few steps, 2 repeats")
-    parser.add_argument("--output", default=None, help="write the results as JSON here")
-    args = parser.parse_args(argv)
+    args = runner.parse(parser, argv, positive=("steps", "repeats", "epochs"))
+    if args.quick:
+        args.steps, args.repeats = 5, 2
     args.variants = tuple(v.strip() for v in args.variants.split(",") if v.strip())
     unknown = [v for v in args.variants if v not in VARIANTS]
     if unknown or not args.variants or args.variants[0] != "baseline":
         parser.error(f"--variants must start with baseline and name only {list(VARIANTS)}, got {args.variants}")
     return args
-
-
-class EpochTimer(keras.callbacks.Callback):
-    def on_epoch_begin(self, epoch, logs=None):
-        self.start = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self.seconds = time.perf_counter() - self.start
 
 
 def build_workload(name):
@@ -193,12 +185,9 @@ def time_to_accuracy(epochs, target):
     return {"target": target, "epochs": epochs, "results": results}
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    if args.quick:
-        args.steps, args.repeats = 5, 2
+def measure(args):
     warnings.filterwarnings("ignore", category=UserWarning)
-    out = {"environment": environment(), "step_time": []}
+    out = {"step_time": []}
     for workload in [w.strip() for w in args.workloads.split(",") if w.strip()]:
         result = step_times(workload, args.steps, args.repeats, args.variants)
         out["step_time"].append(result)
@@ -221,10 +210,11 @@ def main(argv=None):
                   f"{r['seconds_to_target']} s wall, {r['steady_seconds_to_target']} s steady; "
                   f"{r['steady_seconds_per_epoch']:.2f} s/epoch; final {r['final_accuracy']:.4f}, "
                   f"best {r['best_accuracy']:.4f}; {curve}", flush=True)
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(out, f, indent=2)
     return out
+
+
+def main(argv=None):
+    return runner.main("less_bn", measure, parse_args, argv)
 
 
 if __name__ == "__main__":

@@ -39,13 +39,7 @@ KERAS_BACKEND=tensorflow python -m benchmarks.overhead \
 ```
 """
 
-import argparse
-import datetime
 import gc
-import importlib
-import json
-import os
-import platform
 import statistics
 import time
 
@@ -53,8 +47,7 @@ import keras
 import numpy as np
 
 import keras_boost as boost
-from keras_boost.bench.arguments import require_positive
-from keras_boost.bench.machine import cpu_model
+from benchmarks import runner
 from keras_boost.bench.workloads import copy_weights
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
@@ -68,10 +61,7 @@ _LOSS_SCALES = {"auto": "auto", "dynamic": "dynamic", "none": None}
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(
-        prog="python -m benchmarks.overhead",
-        description="Steady-state steps/s of BoostModel (O0) vs keras.Model.fit.",
-    )
+    parser = runner.parser("overhead", "Steady-state steps/s of BoostModel (O0) vs keras.Model.fit.")
     parser.add_argument("--steps", type=int, help="timed steps per fit (default 100; quick 15)")
     parser.add_argument("--repeats", type=int, help="timed fits per model (default 5; quick 3)")
     parser.add_argument("--warmup-steps", type=int, help="steps of the warm-up fit (default 5)")
@@ -90,45 +80,8 @@ def parse_args(argv=None):
         "boost.wrap(opt, 'O1') freezing vs the plain optimizer",
     )
     parser.add_argument("--quick", action="store_true", help="a ~1 minute smoke run")
-    parser.add_argument("--output", help="also write the results as JSON to this path")
-    args = parser.parse_args(argv)
-    presets = _QUICK if args.quick else _DEFAULTS
-    for name, value in presets.items():
-        if getattr(args, name) is None:
-            setattr(args, name, value)
-    require_positive(parser, args, ("steps", "repeats", "warmup_steps", "batch_size"))
-    return args
-
-
-# --- environment ------------------------------------------------------------
-
-
-def _usable_cpus():
-    """What `nproc` prints: the CPUs this process may run on."""
-    if hasattr(os, "sched_getaffinity"):
-        return len(os.sched_getaffinity(0))
-    return os.cpu_count()
-
-
-def environment():
-    """Backend, versions and machine, recorded with every result."""
-    backend = keras.backend.backend()
-    module = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}.get(backend)
-    backend_version = importlib.import_module(module).__version__ if module else None
-    return {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "backend": backend,
-        "backend_version": backend_version,
-        "keras_version": keras.__version__,
-        "keras_boost_version": boost.__version__,
-        "python": platform.python_version(),
-        "platform": platform.platform(),
-        "processor": cpu_model(),
-        "nproc": _usable_cpus(),
-        "cpu_count": os.cpu_count(),
-        # The load before the run: a busy machine makes the spread wide.
-        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
-    }
+    return runner.parse(parser, argv, positive=("steps", "repeats", "warmup_steps", "batch_size"),
+                        defaults=_DEFAULTS, quick=_QUICK)
 
 
 # --- models and data --------------------------------------------------------
@@ -287,13 +240,7 @@ def print_summary(summary):
           "(1 - median ratio; positive = boost slower)")
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    env = environment()
-    print(f"keras_boost overhead  {env['date']}")
-    print(f"backend {env['backend']} {env['backend_version']}, keras {env['keras_version']}, "
-          f"keras_boost {env['keras_boost_version']}")
-    print(f"machine {env['processor']}, nproc {env['nproc']}, load {env['load_average']}")
+def measure(args):
     what = ("plain model, boost.wrap(opt, 'O1') freezing" if args.compare == "freeze-plain"
             else f"BoostModel O0, loss_scale={args.loss_scale}")
     print(f"{what}, optimizer {args.optimizer}, "
@@ -301,17 +248,11 @@ def main(argv=None):
     records = run(args)
     summary = summarize(records)
     print_summary(summary)
-    if args.output:
-        result = {
-            "environment": env,
-            "settings": {k: v for k, v in vars(args).items() if k != "output"},
-            "repeats": records,
-            "summary": summary,
-        }
-        with open(args.output, "w") as f:
-            json.dump(result, f, indent=2)
-        print(f"\nwrote {args.output}")
-    return summary
+    return {"repeats": records, "summary": summary}
+
+
+def main(argv=None):
+    return runner.main("overhead", measure, parse_args, argv)
 
 
 if __name__ == "__main__":

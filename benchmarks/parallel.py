@@ -23,35 +23,32 @@ python -m benchmarks.parallel --devices 8 --output benchmarks/results/parallel_j
 ```
 """
 
-import argparse
-import json
 import os
 import statistics
-import subprocess
-import sys
 import time
+
+from benchmarks import runner
+
+BACKENDS = ("jax",)  # host devices through XLA_FLAGS
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.parallel", description=__doc__.split("\n")[0])
-    parser.add_argument("--devices", type=int, default=8)
-    parser.add_argument("--meshes", nargs="+", default=["data", "model_2x4", "model_1x8"])
+    parser = runner.parser("parallel", __doc__, output="bench_results/parallel_jax.json", backends=BACKENDS)
+    parser.add_argument("--devices", type=int, default=8, help="host devices (default 8)")
+    parser.add_argument("--meshes", nargs="+", default=["data", "model_2x4", "model_1x8"],
+                        help="data and/or model_RxM (R x M = --devices; default data model_2x4 model_1x8)")
     parser.add_argument("--min-size", type=int, default=None, help="auto_layout min_size (default: its own)")
-    parser.add_argument("--vocab", type=int, default=1024)
-    parser.add_argument("--seq", type=int, default=16)
-    parser.add_argument("--dim", type=int, default=256)
-    parser.add_argument("--heads", type=int, default=8)
-    parser.add_argument("--ffn", type=int, default=1024)
-    parser.add_argument("--blocks", type=int, default=2)
-    parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--steps", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--output", default="bench_results/parallel_jax.json")
-    parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    for name in ("devices", "vocab", "seq", "dim", "heads", "ffn", "blocks", "batch", "steps", "repeats"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name} must be >= 1, got {getattr(args, name)}")
+    parser.add_argument("--vocab", type=int, default=1024, help="the transformer's vocabulary (default 1024)")
+    parser.add_argument("--seq", type=int, default=16, help="sequence length (default 16)")
+    parser.add_argument("--dim", type=int, default=256, help="model width (default 256)")
+    parser.add_argument("--heads", type=int, default=8, help="attention heads (default 8)")
+    parser.add_argument("--ffn", type=int, default=1024, help="feed-forward width (default 1024)")
+    parser.add_argument("--blocks", type=int, default=2, help="transformer blocks (default 2)")
+    parser.add_argument("--batch", type=int, default=16, help="global batch (default 16)")
+    parser.add_argument("--steps", type=int, default=5, help="timed steps per repeat (default 5)")
+    parser.add_argument("--repeats", type=int, default=3, help="timed repeats per mesh (default 3)")
+    args = runner.parse(parser, argv, positive=("devices", "vocab", "seq", "dim", "heads", "ffn", "blocks", "batch",
+                                                "steps", "repeats"))
     for mesh in args.meshes:
         _mesh_shape(mesh, args.devices)  # validates
     return args
@@ -85,12 +82,11 @@ def transformer(args):
 
 
 def worker(args):
-    import jax
+    """The measurement, in a process whose JAX sees `args.devices` host devices."""
     import keras
     import numpy as np
 
     import keras_boost as boost
-    from keras_boost.bench.machine import cpu_model
 
     devices = keras.distribution.list_devices()
     if len(devices) != args.devices:
@@ -104,14 +100,7 @@ def worker(args):
     init = template.get_weights()
     params = int(sum(np.prod(v.shape) for v in template.variables))
     result = {
-        "benchmark": "parallel",
-        "environment": {
-            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                                           time.gmtime()),
-            "jax": jax.__version__, "keras": keras.__version__, "keras_boost": boost.__version__,
-            "host_devices": len(devices), "xla_flags": os.environ.get("XLA_FLAGS", ""),
-        },
-        "settings": {k: v for k, v in vars(args).items() if k != "worker"},
+        "environment": {"host_devices": len(devices), "xla_flags": os.environ.get("XLA_FLAGS", "")},
         "parameters": params,
         "parameter_bytes": int(sum(np.prod(v.shape) * 4 for v in template.variables)),
         "meshes": {},
@@ -157,28 +146,14 @@ def worker(args):
     return result
 
 
-def run(argv=None):
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse_args(argv)
-    if args.worker:
-        print(json.dumps(worker(args)))
-        return None
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "2",
-           "XLA_FLAGS": f"--xla_force_host_platform_device_count={args.devices}"}
-    proc = subprocess.run([sys.executable, "-m", "benchmarks.parallel", *argv, "--worker"],
-                          env=env, capture_output=True, text=True)
-    if proc.returncode:
-        raise SystemExit(f"The benchmark worker failed:\n{proc.stderr[-4000:]}")
-    lines = proc.stdout.strip().splitlines()
-    print("\n".join(lines[:-1]))
-    result = json.loads(lines[-1])
-    result["command"] = "python -m benchmarks.parallel " + " ".join(argv)
-    os.makedirs(os.path.dirname(args.output) or ".", exist_ok=True)
-    with open(args.output, "w") as f:
-        json.dump(result, f, indent=2)
-    print(f"Wrote {args.output}")
-    return result
+def measure(args):
+    env = {"KERAS_BACKEND": "jax", "XLA_FLAGS": f"--xla_force_host_platform_device_count={args.devices}"}
+    return runner.spawn("parallel", args, env)
+
+
+def main(argv=None):
+    return runner.main("parallel", measure, parse_args, argv, backends=BACKENDS, child=worker)
 
 
 if __name__ == "__main__":
-    run()
+    main()

@@ -23,8 +23,6 @@ KERAS_BACKEND=jax python -m benchmarks.precision --quick
 ```
 """
 
-import argparse
-import json
 import statistics
 import time
 
@@ -32,14 +30,13 @@ import keras
 import numpy as np
 
 import keras_boost as boost
-from keras_boost.bench.arguments import require_positive
+from benchmarks import runner
 from keras_boost.bench.harness import LOSS
 from keras_boost.bench.harness import AccuracyClock
 from keras_boost.bench.harness import quickstart_workload
 from keras_boost.bench.harness import resnet_workload
 from keras_boost.bench.harness import time_to_accuracy
 from keras_boost.bench.machine import cpu_flags
-from benchmarks.overhead import environment
 from keras_boost.precision import PRECISIONS
 from keras_boost.precision import with_precision
 
@@ -58,19 +55,15 @@ PEAK_LR = {"sgd": 0.05, "adam": 1e-3, "adabelief": 1e-3, "adabound": 1e-3, "lars
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.precision",
-                                     description=__doc__.split("\n")[0])
+    parser = runner.parser("precision", __doc__, seeds=2)
     parser.add_argument("--steps", type=int, default=20, help="timed steps per policy and repeat")
-    parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--seeds", type=int, default=2, help="seeds of the optimizer runs")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per policy (default 5)")
     parser.add_argument("--epochs", type=int, default=None, help="override the quickstart's 5 epochs")
     parser.add_argument("--skip-optimizers", action="store_true", help="only the step-time part")
     parser.add_argument("--quick", action="store_true", help="a few-minute smoke run")
-    parser.add_argument("--output", help="write the results as JSON here")
-    args = parser.parse_args(argv)
+    args = runner.parse(parser, argv, positive=("steps", "repeats"))
     if args.quick:
         args.steps, args.repeats, args.seeds, args.epochs = 5, 2, 1, 1
-    require_positive(parser, args, ("steps", "repeats", "seeds"))
     return args
 
 
@@ -136,7 +129,7 @@ def optimizer_runs(args):
     workload = quickstart_workload()
     epochs = args.epochs or workload.epochs
     runs = []
-    for seed in range(args.seeds):
+    for seed in runner.seeds(args):
         names = list(OPTIMIZERS)
         names = names[seed % len(names):] + names[: seed % len(names)]
         for name in names:
@@ -158,13 +151,10 @@ def optimizer_runs(args):
             "runs": runs, "summary": summary}
 
 
-def main(argv=None):
-    args = parse_args(argv)
-    env = environment()
-    env["cpu_flags"] = cpu_flags()
-    print(f"keras_boost precision benchmark | backend {env['backend']} | {env['processor']} "
-          f"x{env['nproc']} | flags {env['cpu_flags']} | {env['date']} | load {env['load_average']}")
-    result = {"environment": env, "settings": vars(args), "step_times": {}}
+def measure(args):
+    flags = cpu_flags()
+    print(f"CPU flags {flags}")
+    result = {"environment": {"cpu_flags": flags}, "step_times": {}}
     for workload in (quickstart_workload(), resnet_workload()):
         measured = precision_step_times(workload, args)
         result["step_times"][workload.name] = measured
@@ -176,11 +166,11 @@ def main(argv=None):
         for name, s in result["optimizers"]["summary"].items():
             print(f"  {name}: median final {s['median_final_accuracy']:.3f}, median time to target "
                   f"{s['median_time_to_target']}, reached {s['reached']}")
-    result["environment"]["finished"] = environment()["date"]
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(result, f, indent=1)
     return result
+
+
+def main(argv=None):
+    return runner.main("precision", measure, parse_args, argv)
 
 
 if __name__ == "__main__":

@@ -24,31 +24,30 @@ KERAS_BACKEND=tensorflow python -m benchmarks.progressive --seeds 3
 It writes `benchmarks/results/progressive_<backend>.json` (see `--output`).
 """
 
-import argparse
 import json
 import os
 import statistics
-import sys
 import time
 
 import keras
 import numpy as np
 
+from benchmarks import runner
+
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--epochs", type=int, default=5)
-    parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--learning-rate", type=float, default=0.05)
+    parser = runner.parser("progressive", __doc__, seeds=3, output="benchmarks/results/progressive_{backend}.json")
+    parser.add_argument("--epochs", type=int, default=5, help="epochs per run (default 5)")
+    parser.add_argument("--batch-size", type=int, default=64, help="batch size (default 64)")
+    parser.add_argument("--learning-rate", type=float, default=0.05, help="peak of the cosine decay (default 0.05)")
     parser.add_argument("--target", type=float, default=0.93, help="quickstart target test accuracy")
-    parser.add_argument("--initial-scale", type=float, default=0.5)
-    parser.add_argument("--finish-fraction", default="0.6dur")
+    parser.add_argument("--initial-scale", type=float, default=0.5,
+                        help="ProgressiveResizing's first image scale (default 0.5)")
+    parser.add_argument("--finish-fraction", default="0.6dur",
+                        help="when the images reach full size (default 0.6dur: 60%% of the run)")
     parser.add_argument("--evals-per-epoch", type=int, default=2,
                         help="test evaluations per epoch (time-to-target resolution)")
-    parser.add_argument("--output", default=None,
-                        help="JSON path (default benchmarks/results/progressive_<backend>.json)")
-    return parser.parse_args(argv)
+    return runner.parse(parser, argv, positive=("epochs", "batch_size", "evals_per_epoch"))
 
 
 class _Clock(keras.callbacks.Callback):
@@ -88,15 +87,11 @@ def _spread(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "values": values}
 
 
-def run(argv=None):
-    args = parse_args(sys.argv[1:] if argv is None else argv)
+def measure(args):
     import keras_boost as boost
-    from keras_boost.bench.machine import cpu_model
     from keras_boost.bench.workloads import mnist_data
     from keras_boost.bench.workloads import residual_cnn
 
-    backend = keras.backend.backend()
-    output = args.output or f"benchmarks/results/progressive_{backend}.json"
     (x, y), (x_test, y_test) = mnist_data()
     steps_per_epoch = -(-len(x) // args.batch_size)
     total_steps = args.epochs * steps_per_epoch
@@ -113,17 +108,11 @@ def run(argv=None):
 
     modes = ("plain", "progressive")
     result = {
-        "benchmark": "progressive_resizing",
-        "environment": {
-            "cpu_model": cpu_model(), "cpu_count": os.cpu_count(), "date": time.strftime("%Y-%m-%d"),
-            "backend": backend, "keras": keras.__version__, "keras_boost": boost.__version__,
-            "load_average_before": os.getloadavg(),
-        },
-        "settings": {**vars(args), "steps_per_epoch": steps_per_epoch, "output": output},
+        "settings": {"steps_per_epoch": steps_per_epoch},
         "note": "One run per seed and mode on a shared machine; timings are noisy.",
     }
     runs = []
-    for seed in range(args.seeds):
+    for seed in runner.seeds(args):
         for mode in modes if seed % 2 == 0 else modes[::-1]:
             model = build(seed)
             clock = _Clock(x_test, y_test, steps_per_epoch, args.evals_per_epoch)
@@ -159,20 +148,19 @@ def run(argv=None):
             "final_accuracy": _spread([r["final_accuracy"] for r in mine]),
         }
     ratios = []
-    for seed in range(args.seeds):
+    for seed in runner.seeds(args):
         by_mode = {r["mode"]: r["seconds_to_target"] for r in runs if r["seed"] == seed}
         if by_mode["plain"] and by_mode["progressive"]:
             ratios.append(by_mode["progressive"] / by_mode["plain"])
     summary["ratio_progressive_over_plain_time_to_target"] = _spread(ratios)
     result["summary"] = summary
-    result["environment"]["load_average_after"] = os.getloadavg()
-    os.makedirs(os.path.dirname(output) or ".", exist_ok=True)
-    with open(output, "w") as f:
-        json.dump(result, f, indent=2)
     print(json.dumps(summary, indent=2))
-    print(f"Wrote {output}")
     return result
 
 
+def main(argv=None):
+    return runner.main("progressive", measure, parse_args, argv)
+
+
 if __name__ == "__main__":
-    run()
+    main()

@@ -27,8 +27,6 @@ KERAS_BACKEND=tensorflow python -m benchmarks.residual_init
 ```
 """
 
-import argparse
-import json
 import statistics
 import warnings
 
@@ -36,22 +34,21 @@ import keras
 import numpy as np
 
 import keras_boost as boost
+from benchmarks import runner
 from benchmarks.head_scale import MODELS
 from benchmarks.head_scale import train
-from benchmarks.overhead import environment
 from keras_boost.bench.workloads import mnist_data
 
 VARIANTS = ("baseline", "less_bn", "skipinit", "fixup")
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--models", default="quickstart,deep_narrow")
-    parser.add_argument("--variants", default=",".join(VARIANTS))
-    parser.add_argument("--seeds", default="0,1")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--output", default=None, help="write the results as JSON here")
-    return parser.parse_args(argv)
+    parser = runner.parser("residual_init", __doc__, seeds=2)
+    parser.add_argument("--models", default="quickstart,deep_narrow",
+                        help=f"comma-separated, of {', '.join(MODELS)}")
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {', '.join(VARIANTS)}")
+    parser.add_argument("--epochs", type=int, default=4, help="epochs per run (default 4)")
+    return runner.parse(parser, argv, positive=("epochs",))
 
 
 def _scale(layer, factor):
@@ -84,12 +81,11 @@ def build(model_name, seed, variant_name):
     return model
 
 
-def main(argv=None):
-    args = parse_args(argv)
+def measure(args):
     data = mnist_data()
-    out = {"environment": environment(), "args": vars(args), "runs": []}
+    out = {"runs": []}
     for model_name in args.models.split(","):
-        for seed in [int(s) for s in args.seeds.split(",")]:
+        for seed in runner.seeds(args):
             for variant_name in args.variants.split(","):
                 keras.utils.clear_session()
                 result = train(build(model_name, seed, variant_name), data, seed, args.epochs)
@@ -105,10 +101,11 @@ def main(argv=None):
                       if (r["model"], r["variant"]) == (model_name, variant_name)]
             accs = " | ".join(f"{statistics.mean(a):.3f}" for a in zip(*curves))
             print(f"| {model_name} | {variant_name} | {accs} |")
-    if args.output:
-        with open(args.output, "w") as f:
-            json.dump(out, f, indent=2)
     return out
+
+
+def main(argv=None):
+    return runner.main("residual_init", measure, parse_args, argv)
 
 
 if __name__ == "__main__":

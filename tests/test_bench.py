@@ -1,9 +1,12 @@
 """The benchmark harness end to end on a seconds-long workload."""
 
+import argparse
 import copy
+import importlib
 import json
 import math
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -178,6 +181,54 @@ def test_keras_boost_without_its_command_prints_the_usage(monkeypatch, capsys):
     with pytest.raises(SystemExit) as exit_:
         cli.main(["--quick"])
     assert exit_.value.code == 2 and "unknown command '--quick'" in capsys.readouterr().err
+
+
+def test_every_option_of_the_command_line_has_help():
+    parser = cli.build_parser()
+    (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    assert set(commands.choices) == {"bench"}
+    for each in (parser, *commands.choices.values()):
+        missing = [a.option_strings or a.dest for a in each._actions if not a.help]
+        assert not missing, f"{each.prog}: no help for {missing}"
+
+
+_HEAVY = ("keras", "tensorflow", "jax", "torch")
+# Runs `python -m keras_boost.bench ARGV`; prints the exit code and which of _HEAVY it imported.
+_RUN_THE_MODULE = f"""
+import runpy, sys
+try:
+    runpy.run_module("keras_boost.bench", run_name="__main__", alter_sys=True)
+    code = 0
+except SystemExit as exit_:
+    code = exit_.code
+print("exit", code, "imported", sorted(m for m in {_HEAVY!r} if m in sys.modules))
+"""
+
+
+@pytest.fixture(scope="module")
+def help_runs():
+    """`python -m keras_boost.bench` without a command, with --help and with bench --help."""
+    runs = {}
+    for argv in ([], ["--help"], ["bench", "--help"]):
+        proc = subprocess.run([sys.executable, "-c", _RUN_THE_MODULE, *argv], capture_output=True, text=True,
+                              timeout=300, cwd=pathlib.Path(__file__).parents[1])
+        assert proc.returncode == 0, proc.stderr[-4000:]
+        runs[" ".join(argv)] = proc.stdout
+    return runs
+
+
+def test_the_module_without_a_command_prints_the_help_and_trains_nothing(help_runs):
+    for argv, out in help_runs.items():
+        assert out.splitlines()[-1].startswith("exit 0 "), (argv, out)
+    assert "commands:" in help_runs[""] and "bench" in help_runs[""] and help_runs[""] == help_runs["--help"]
+    assert "--workload WORKLOAD" in help_runs["bench --help"]
+
+
+@pytest.mark.xfail(strict=True, reason="keras_boost/__init__.py imports keras eagerly (LAYOUT's file): "
+                   "needs lazy imports there")
+def test_the_help_imports_neither_keras_nor_a_backend(help_runs):
+    for argv, out in help_runs.items():
+        assert out.splitlines()[-1].endswith("imported []"), (argv, out.splitlines()[-1])
 
 
 # --- interleaving -------------------------------------------------------------------
@@ -506,7 +557,7 @@ def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
         pytest.skip("one backend is enough for the report's plumbing (the step is tested on all)")
     from benchmarks import dim_reduce as dim_reduce_bench
 
-    result = dim_reduce_bench.run(["--seeds", "1", "--stage1-epochs", "1", "--every", "10", "--components", "2",
+    result = dim_reduce_bench.main(["--seeds", "1", "--stage1-epochs", "1", "--every", "10", "--components", "2",
                                    "--long-epochs", "1", "--output", str(tmp_path / "dr.json")])
     run = result["runs"][0]
     assert set(run) >= {"stage1_accuracy", "plain+2", "plain+long", "plain+2-annealed", "dim_reduce"}
@@ -516,6 +567,7 @@ def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
     assert saved["complete"] is True and saved["median_accuracy"]["dim_reduce"] > 0.1
 
 
+@pytest.mark.slow
 def test_precision_bench_times_every_policy_and_refuses_bad_arguments(capsys):
     from benchmarks import precision as precision_bench
 
@@ -622,3 +674,50 @@ def test_dim_reduce_bench_annealed_branch_decays_the_rate_linearly_to_zero():
     for _ in range(2):  # a second fit starts the decay again
         model.fit(x, y, batch_size=2, epochs=1, verbose=0, callbacks=[decay, record])
     np.testing.assert_allclose(seen, [0.1, 0.075, 0.05, 0.025] * 2, rtol=1e-6)
+
+
+# --- benchmarks/: the measurement scripts and their runner -------------------------
+
+SCRIPTS = ("accumulation", "adasum", "adasum_lr", "compression", "dim_reduce", "freeze", "head_scale", "head_swap",
+           "less_bn", "overhead", "parallel", "precision", "progressive", "residual_init")
+
+
+@pytest.mark.parametrize("name", SCRIPTS)
+def test_every_benchmark_script_has_help_and_a_readme_entry(name, capsys):
+    script = importlib.import_module(f"benchmarks.{name}")
+    with pytest.raises(SystemExit) as exit_:
+        script.main(["--help"])
+    assert exit_.value.code == 0 and f"usage: python -m benchmarks.{name}" in capsys.readouterr().out
+    readme = (pathlib.Path(__file__).parents[1] / "benchmarks" / "README.md").read_text()
+    assert f"python -m benchmarks.{name}" in readme
+
+
+def test_runner_records_the_environment_and_writes_every_result(tmp_path, capsys):
+    from benchmarks import runner
+
+    def parse_args(argv):
+        parser = runner.parser("demo", "A demo.\n\nMore.", seeds=2, output=str(tmp_path / "demo_{backend}.json"))
+        return runner.parse(parser, argv)
+
+    saved = []
+
+    def measure(args):
+        for seed in runner.seeds(args):
+            saved.append(seed)
+            yield {"runs": list(range(args.first_seed, seed + 1)), "settings": {"extra": 1},
+                   "environment": {"flag": True}}
+            # Written after every yield: an interrupted run keeps its seeds.
+            assert json.loads(path.read_text())["runs"] == list(range(args.first_seed, seed + 1))
+
+    path = tmp_path / f"demo_{keras.backend.backend()}.json"
+    result = runner.main("demo", measure, parse_args, ["--seeds", "2", "--first-seed", "3"])
+    assert saved == [3, 4] and json.loads(path.read_text()) == result
+    assert result["benchmark"] == "demo" and result["runs"] == [3, 4]
+    assert result["settings"]["seeds"] == 2 and result["settings"]["extra"] == 1 and "child" not in result["settings"]
+    env = result["environment"]
+    assert env["flag"] is True and env["command"] == "python -m benchmarks.demo --seeds 2 --first-seed 3"
+    assert {"backend", "keras_version", "keras_boost_version", "cpu_model", "date", "finished"} <= set(env)
+    assert f"Wrote {path}" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        parse_args(["--seeds", "0"])
+    assert "--seeds must be >= 1, got 0" in capsys.readouterr().err

@@ -1,17 +1,21 @@
-"""Benchmark workloads and measurements for keras_boost.
+"""The product's benchmark: `keras-boost bench`, and the workloads it shares.
 
 - `keras_boost.bench.workloads`: the models and data the examples, tests and
   benchmarks share (`residual_cnn`, `mnist_data`).
 - `keras_boost.bench.harness` / `report` / `cli`: `keras-boost bench` (or
-  `python -m keras_boost.bench`), time to accuracy of every algorithm and
+  `python -m keras_boost.bench bench`), time to accuracy of every algorithm and
   level against a tuned and a rescaled-shorter baseline, runs interleaved
   over seeds; reports medians with min-max spreads, the time to the
   baseline's accuracy minus half a point, and a Pareto plot. Workloads:
   `quickstart`, `resnet`, `realistic` (ResNet-20, 2,000 steps with
   augmentation; `harness.realistic_workload`) and `tiny` (for tests).
-- `keras_boost.bench.overhead`: `python -m keras_boost.bench.overhead`
-  measures the per-step cost of `BoostModel` against plain `keras.Model.fit`.
-- `keras_boost.bench.freeze`: step time per freeze depth.
+
+The per-algorithm measurement scripts (step time per freeze depth, the
+overhead of `BoostModel`, AdaSum on N replicas, ...) live outside the package,
+in the repository's `benchmarks/` folder (`python -m benchmarks.<name>`).
+
+The names below are imported on first use: the command line parses its
+arguments without importing Keras.
 
 Example:
 
@@ -22,7 +26,25 @@ model = bench.residual_cnn(seed=0)
 ```
 """
 
-from keras_boost.bench.workloads import copy_weights
-from keras_boost.bench.workloads import mnist_data
-from keras_boost.bench.workloads import residual_cnn
-from keras_boost.bench.harness import Workload
+import importlib
+
+# name -> the module that defines it.
+_EXPORTS = {
+    "copy_weights": "keras_boost.bench.workloads",
+    "mnist_data": "keras_boost.bench.workloads",
+    "residual_cnn": "keras_boost.bench.workloads",
+    "Workload": "keras_boost.bench.harness",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'keras_boost.bench' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value  # the next lookup skips __getattr__
+    return value
+
+
+def __dir__():
+    return sorted([*globals(), *_EXPORTS])

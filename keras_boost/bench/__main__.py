@@ -1,5 +1,5 @@
-"""`python -m keras_boost.bench [options]`: the same as `keras-boost bench [options]`."""
+"""`python -m keras_boost.bench [bench [options]]`: the same as `keras-boost [bench [options]]`."""
 
-from keras_boost.bench.cli import run
+from keras_boost.bench.cli import main
 
-run()
+main()

@@ -9,13 +9,17 @@ keras-boost bench --workload realistic --seeds 3 \
 keras-boost bench --workload resnet --seeds 3 --backend jax --output-dir results/
 keras-boost bench --factory mypackage.bench:workload --variants baseline,O1
 keras-boost bench --report bench_results/bench_realistic_tensorflow.json   # re-render only
+keras-boost                                       # the commands (`keras-boost bench --help`: the options)
 # the short baseline given O1's time (O1 took 0.68x the baseline's time in an earlier run):
 keras-boost bench --workload realistic --seeds 10 --short-ratio 0.6875 --precisions float32 \
     --variants baseline,baseline-short,O1
 keras-boost bench --workload realistic --seeds 2 --first-seed 3 --precisions float32 \
     --variants baseline,baseline-short,O1 --append-to bench_results/bench_realistic_tensorflow.json
-python -m keras_boost.bench --quick
+python -m keras_boost.bench bench --quick          # the same as keras-boost bench --quick
 ```
+
+The command line is parsed before Keras (and its backend) is imported, so
+`--help` and a mistyped option answer at once.
 """
 
 import argparse
@@ -29,20 +33,41 @@ BACKENDS = ("tensorflow", "jax", "torch")
 # float32, for at most 5 epochs (the quickstart's own: its short baseline
 # trains 4): about 2 minutes on 2 CPU cores.
 QUICK = {"epochs": 5, "variants": ("baseline", "baseline-short", "O1"), "precisions": "float32", "seeds": 1}
-USAGE = """usage: keras-boost bench [options]
+BENCH_DESCRIPTION = ("Time to accuracy of keras_boost's algorithms against a tuned and a rescaled-shorter "
+                     "baseline; writes JSON, a Markdown table and a PNG plot.")
 
-Commands:
-  bench    time to accuracy of keras_boost's levels and algorithms against plain Keras
-           (`keras-boost bench --quick`: about 2 minutes; `keras-boost bench --help`: options)
-"""
+
+def build_parser():
+    """The `keras-boost` parser: its commands, each with its options (only `bench` today).
+
+    Example:
+
+    ```python
+    build_parser().print_help()
+    ```
+    """
+    parser = argparse.ArgumentParser(
+        prog="keras-boost", usage="keras-boost bench [options]",
+        description="keras_boost's command line: train Keras 3 models to the same accuracy in less time.",
+        epilog="`keras-boost bench --quick`: about 2 minutes on 2 cores; `keras-boost bench --help`: its options.",
+    )
+    commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND",
+                                     help="what to run (one command today)")
+    add_bench_arguments(commands.add_parser(
+        "bench", prog="keras-boost bench", description=BENCH_DESCRIPTION,
+        help="time to accuracy of keras_boost's levels and algorithms against plain Keras"))
+    return parser
 
 
 def parse_args(argv):
-    parser = argparse.ArgumentParser(
-        prog="keras-boost bench",
-        description="Time to accuracy of keras_boost's algorithms against a tuned and a "
-        "rescaled-shorter baseline; writes JSON, a Markdown table and a PNG plot.",
-    )
+    """The options of `keras-boost bench` (`argv` without the command), checked."""
+    parser = argparse.ArgumentParser(prog="keras-boost bench", description=BENCH_DESCRIPTION)
+    add_bench_arguments(parser)
+    return check_bench_arguments(parser, parser.parse_args(argv))
+
+
+def add_bench_arguments(parser):
+    """Adds the options of `keras-boost bench` to `parser`."""
     parser.add_argument("--workload", default="quickstart",
                         help="quickstart (default), resnet, realistic (2,000 steps, ~2-3 min per run) or tiny")
     parser.add_argument("--factory", help="module:function returning a keras_boost.bench.Workload")
@@ -72,8 +97,11 @@ def parse_args(argv):
     parser.add_argument("--quick", action="store_true",
                         help=f"{QUICK['seeds']} seed, up to {QUICK['epochs']} epochs, {', '.join(QUICK['variants'])} "
                         f"in {QUICK['precisions']}: about 2 minutes on 2 cores (the options above override it)")
-    parser.add_argument("--no-progress", action="store_true")
-    args = parser.parse_args(argv)
+    parser.add_argument("--no-progress", action="store_true", help="print no line per finished run")
+
+
+def check_bench_arguments(parser, args):
+    """Fills the defaults `--quick` changes; `parser.error` for a value out of range."""
     defaults = QUICK if args.quick else {"precisions": "float32,mixed_bfloat16", "seeds": 3}
     args.precisions = args.precisions or defaults["precisions"]
     args.seeds = defaults["seeds"] if args.seeds is None else args.seeds
@@ -93,7 +121,7 @@ def parse_args(argv):
 def _reexec_with_backend(backend, argv):
     """The backend is fixed when keras is imported: start again with it set."""
     env = dict(os.environ, KERAS_BACKEND=backend)
-    os.execve(sys.executable, [sys.executable, "-m", "keras_boost.bench", *argv], env)
+    os.execve(sys.executable, [sys.executable, "-m", "keras_boost.bench", "bench", *argv], env)
 
 
 def _load_workload(args):
@@ -197,17 +225,19 @@ def run(argv=None):
 
 
 def main(argv=None):
-    """Console entry point: `keras-boost bench [options]`; exits 0 on success.
+    """Console entry point: `keras-boost [bench [options]]`; exits 0 on success.
 
-    Without the `bench` command it prints the usage and trains nothing (a
-    bare `keras-boost` would otherwise start the full benchmark).
+    Without a command it prints the help and trains nothing (a bare
+    `keras-boost` once started the full benchmark).
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] != ["bench"]:
-        asked = argv[:1] in ([], ["-h"], ["--help"])
-        print(USAGE if asked else f"keras-boost: unknown command {argv[0]!r}\n\n{USAGE}",
-              file=sys.stdout if asked else sys.stderr, end="")
-        raise SystemExit(0 if asked else 2)
+    parser = build_parser()
+    if argv[:1] in ([], ["-h"], ["--help"]):
+        parser.print_help()
+        raise SystemExit(0)
+    if argv[0] != "bench":
+        parser.print_usage(sys.stderr)
+        parser.exit(2, f"keras-boost: unknown command {argv[0]!r}; valid: bench\n")
     run(argv)
 
 
