@@ -8,6 +8,8 @@ benchmark results (saved after every run).
 import os
 import tempfile
 
+__all__ = ["atomic_write"]
+
 
 def atomic_write(path, write):
     """Writes `path` through `write(file)` into a temporary file that then replaces it.

@@ -7,6 +7,8 @@ only `BoostModel`, which Keras looks up among the global custom objects.
 
 import keras
 
+__all__ = ["register_plain_names"]
+
 
 def register_plain_names(classes):
     """Makes each class loadable from H5 by its plain name (never overriding

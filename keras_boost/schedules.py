@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+__all__ = ["OneCycle"]
+
 
 @keras.saving.register_keras_serializable(package="keras_boost")
 class OneCycle(keras.optimizers.schedules.LearningRateSchedule):

@@ -4,6 +4,8 @@ import os
 
 import numpy as np
 
+__all__ = ["load_mnist_sample"]
+
 _PATH = os.path.join(os.path.dirname(__file__), "data", "mnist_5k.npz")
 
 

@@ -61,6 +61,21 @@ import keras
 from keras_boost import keras_private
 from keras_boost.errors import NoEffectWarning
 
+__all__ = [
+    "auto_layout",
+    "AutoLayoutMap",
+    "Candidate",
+    "candidates",
+    "check_layout",
+    "decide",
+    "DEFAULT_MIN_SIZE",
+    "device_mesh",
+    "mesh_sizes",
+    "MODEL_AXIS",
+    "path_key",
+    "ShardDecision",
+]
+
 MODEL_AXIS = "model"
 DEFAULT_MIN_SIZE = 1 << 16  # elements: 256 KiB of float32
 

@@ -22,6 +22,8 @@ import numpy as np
 
 from keras_boost.distribute import layout as layout_lib
 
+__all__ = ["GIB", "ParallelPlan", "per_device_bytes", "plan"]
+
 GIB = 1 << 30
 
 

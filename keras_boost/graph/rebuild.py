@@ -25,6 +25,8 @@ import keras
 
 from keras_boost import keras_private
 
+__all__ = ["rebuild"]
+
 _FUNCTIONAL_KEYS = {"name", "trainable", "layers", "input_layers", "output_layers"}
 
 

@@ -5,6 +5,8 @@ import math
 import keras
 import numpy as np
 
+__all__ = ["find_lr", "LRFinderResult", "suggest_learning_rate"]
+
 
 class LRFinderResult:
     """The range test's curve and its suggestion.

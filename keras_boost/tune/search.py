@@ -33,6 +33,8 @@ from keras_boost import config as config_lib
 from keras_boost.model import BoostModel
 from keras_boost.precision import PRECISIONS
 
+__all__ = ["boost_config_for", "search", "SearchResult"]
+
 _HP_LEVEL = "boost_level"
 _HP_LR = "learning_rate"
 _HP_STEPS = "accumulation_steps"

@@ -12,6 +12,8 @@ from keras import ops
 
 from keras_boost import keras_private
 
+__all__ = ["AdaBelief", "AdaBound", "LARS"]
+
 
 def _check_learning_rate(learning_rate):
     if isinstance(learning_rate, (int, float)) and not isinstance(learning_rate, bool):

@@ -37,6 +37,15 @@ from keras_boost import keras_private
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 from keras_boost.durations import parse_duration
 
+__all__ = [
+    "AdaptiveBatchSize",
+    "lr_factor",
+    "LR_RULES",
+    "NOISE_SCALE_OPTIONS",
+    "NoiseScale",
+    "simple_noise_scale",
+]
+
 LR_RULES = ("linear", "sqrt", None)
 
 

@@ -10,6 +10,8 @@ when it updates are the optimizer's.
 
 from keras import ops
 
+__all__ = ["squared_global_norm", "window_gradient_norms"]
+
 
 def squared_global_norm(tensors):
     """`sum_i sum(t_i ** 2)` over `tensors` (None entries skipped), in float32.

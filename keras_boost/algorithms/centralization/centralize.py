@@ -8,6 +8,8 @@ only when the input-channel axis (Keras axis -2) is a multiple of 16.
 
 from keras import ops
 
+__all__ = ["centralize", "gc_applies", "GC_CHANNEL_MULTIPLE"]
+
 # MindSpore's rule: only kernels whose input-channel count is a multiple of 16.
 GC_CHANNEL_MULTIPLE = 16
 

@@ -14,6 +14,8 @@ from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.errors import NoEffectWarning
 
+__all__ = ["exclude_grouped_kernels", "GradientCentralization", "should_centralize"]
+
 # MindSpore skips parameters whose name contains one of these.
 _SKIPPED_NAME_PARTS = ("beta", "gamma", "bias")
 

@@ -22,6 +22,8 @@ from keras_boost.algorithms.curriculum.schedule import curriculum_probabilities
 from keras_boost.algorithms.curriculum.schedule import MODES
 from keras_boost.durations import parse_duration
 
+__all__ = ["CurriculumCallback", "CurriculumSampler", "per_example_loss"]
+
 
 def per_example_loss(loss, y_true, y_pred):
     """Unreduced loss per example (a NumPy vector) for a Keras loss or its name.

@@ -32,6 +32,8 @@ from keras import ops
 
 from keras_boost import keras_private
 
+__all__ = ["Distiller"]
+
 
 def _symbolic_inputs(model):
     """Symbolic inputs like those `model` was built for, or None when unknown."""

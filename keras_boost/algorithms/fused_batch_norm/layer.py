@@ -5,6 +5,8 @@ from keras import ops
 
 from keras_boost import backend as kb_backend
 
+__all__ = ["FusedBatchNormalization"]
+
 
 @keras.saving.register_keras_serializable(package="keras_boost")
 class FusedBatchNormalization(keras.layers.BatchNormalization):

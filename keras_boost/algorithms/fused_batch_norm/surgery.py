@@ -10,6 +10,8 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.graph import rebuild
 from keras_boost.validation import check_rebuildable
 
+__all__ = ["count_batch_norms", "fuse_batch_norm"]
+
 _SWITCH_OFF = '{"boost": {"mode": "manual", "fused_batch_norm": false}}'
 
 

@@ -7,6 +7,8 @@ import keras
 import numpy as np
 from keras import ops
 
+__all__ = ["adacos_scale", "matched_scale", "NO_GC_ATTR", "NormalizedDense"]
+
 # Attribute set on variables that gradient centralization must leave alone
 # (read by `keras_boost.algorithms.centralization`).
 NO_GC_ATTR = "_keras_boost_no_gc"

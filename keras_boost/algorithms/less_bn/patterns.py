@@ -42,6 +42,8 @@ import dataclasses
 
 import keras
 
+__all__ = ["KINDS", "Pattern", "PATTERNS", "REMOVED_BN", "ROOT_KINDS", "TRANSPARENT_CLASSES"]
+
 REMOVED_BN = "bn-"
 
 

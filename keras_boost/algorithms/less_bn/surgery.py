@@ -45,6 +45,16 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.graph import rebuild
 from keras_boost.validation import check_model
 
+__all__ = [
+    "find_less_bn",
+    "head_scale",
+    "less_bn_for_config",
+    "LessBN",
+    "LessBNReport",
+    "RemovedBN",
+    "REPORT_ATTR",
+]
+
 REPORT_ATTR = "less_bn_report"
 
 

@@ -49,6 +49,18 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.graph import rebuild
 from keras_boost.validation import has_layer_graph
 
+__all__ = [
+    "choose_precision",
+    "CONFIG_VALUES",
+    "model_policies",
+    "PrecisionChoice",
+    "PRECISIONS",
+    "resolve_precision",
+    "signature",
+    "time_training_steps",
+    "with_precision",
+]
+
 # The logger keeps the name it had before the module moved: users configure it.
 logger = logging.getLogger("keras_boost.precision")
 

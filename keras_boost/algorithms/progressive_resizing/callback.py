@@ -48,6 +48,8 @@ from keras_boost.algorithms.progressive_resizing.schedule import check_scale
 from keras_boost.algorithms.progressive_resizing.schedule import resize_scale
 from keras_boost.durations import parse_duration
 
+__all__ = ["find_resize_layers", "ProgressiveResizing"]
+
 
 def find_resize_layers(model):
     """The `ProgressiveResize` layers of `model`, nested models included.

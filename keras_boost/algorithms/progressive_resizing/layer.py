@@ -11,6 +11,8 @@ import keras
 from keras_boost.algorithms.progressive_resizing.schedule import check_scale
 from keras_boost.algorithms.progressive_resizing.schedule import scheduled_size
 
+__all__ = ["MODES", "ProgressiveResize"]
+
 MODES = ("resize", "crop")
 
 

@@ -46,6 +46,18 @@ from keras_boost.durations import parse_duration
 from keras_boost.errors import NoEffectWarning
 from keras_boost.validation import check_rebuildable
 
+__all__ = [
+    "apply_masks",
+    "kernel_variable",
+    "PolynomialDecay",
+    "prune_low_magnitude",
+    "PrunedModel",
+    "PruneLowMagnitude",
+    "sparsity_report",
+    "strip",
+    "UpdatePruningMasks",
+]
+
 
 def _check_sparsity(value, name, allow_zero=False):
     low = "[0" if allow_zero else "(0"

@@ -21,6 +21,8 @@ mask = sparsity.magnitude_mask(kernel, 0.5)   # 0/1, exactly half zeros
 
 from keras import ops
 
+__all__ = ["magnitude_mask", "polynomial_sparsity", "pruned_count", "real_sparsity"]
+
 
 def polynomial_sparsity(step, initial_sparsity, final_sparsity, begin_step, end_step, power=3):
     """The sparsity at `step` of Zhu & Gupta's polynomial schedule.

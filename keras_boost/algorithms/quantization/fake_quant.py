@@ -19,6 +19,8 @@ w_q = fake_quantize(dense.kernel, axis=0)   # what Dense int8 will compute with
 import keras
 from keras import ops
 
+__all__ = ["abs_max_dequantized", "fake_quantize"]
+
 
 def abs_max_dequantized(x, axis, value_range=(-127, 127), epsilon=None):
     """`x` rounded to Keras' symmetric abs-max int8 grid along `axis`, back in float.

@@ -35,6 +35,8 @@ from keras_boost.durations import parse_duration
 from keras_boost.errors import NoEffectWarning
 from keras_boost.validation import check_rebuildable
 
+__all__ = ["QuantizationAwareTraining", "quantize_aware", "QuantizeAwareDense", "set_active", "strip"]
+
 
 @keras.saving.register_keras_serializable(package="keras_boost")
 class QuantizeAwareDense(keras.layers.Dense):
