@@ -33,6 +33,7 @@ from keras.src.utils import tracking as _tracking
 __all__ = [
     "Functional",
     "GraphRunHooks",
+    "attention_projections",
     "calling_model",
     "call_has_training_arg",
     "compute_loss",
@@ -144,6 +145,14 @@ def layer_raw_variable(layer, name):
         if isinstance(value, keras.Variable):
             return value
     return None
+
+
+def attention_projections(layer):
+    """`{"query", "key", "value", "output"}` -> the `EinsumDense` projections
+    of a `keras.layers.MultiHeadAttention` (`_query_dense`, `_key_dense`,
+    `_value_dense`, `_output_dense`), None for one it lacks: a
+    model-parallel layout shards each projection's kernel."""
+    return {role: getattr(layer, f"_{role}_dense", None) for role in ("query", "key", "value", "output")}
 
 
 def set_layer_trainable_flag(layer, trainable):

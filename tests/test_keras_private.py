@@ -88,6 +88,16 @@ def test_layer_raw_variable():
     assert keras_private.layer_raw_variable(layer, "missing") is None
 
 
+def test_attention_projections():
+    layer = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    x = np.ones((1, 3, 8), "float32")
+    layer(x, x)
+    projections = keras_private.attention_projections(layer)
+    assert set(projections) == {"query", "key", "value", "output"}
+    assert all(isinstance(p, keras.layers.EinsumDense) and p.built for p in projections.values())
+    assert keras_private.attention_projections(keras.layers.Dense(1)) == dict.fromkeys(projections)
+
+
 def test_set_layer_trainable_flag():
     outer = keras.Sequential([keras.Input((5,)), keras.layers.Dense(2)])
     keras_private.set_layer_trainable_flag(outer, False)

@@ -300,8 +300,9 @@ def _layers_in_order(model):
 
 def _attention_candidates(layer):
     out = []
-    for attr in ("_query_dense", "_key_dense", "_value_dense"):
-        sub = getattr(layer, attr, None)
+    projections = keras_private.attention_projections(layer)
+    for role in ("query", "key", "value"):
+        sub = projections[role]
         info = _linear(sub) if sub is not None else None
         if info is None:
             continue
@@ -310,7 +311,7 @@ def _attention_candidates(layer):
                              fallback=cols[1:], pattern=True))
         if bias is not None and bias_axis is not None:
             out.append(Candidate(bias.path, _shape(bias), bias_axis, "bias", sub.name, follows=kernel.path))
-    sub = getattr(layer, "_output_dense", None)
+    sub = projections["output"]
     info = _linear(sub) if sub is not None else None
     if info is not None:
         kernel, _, _, _, _, rows, _ = info
