@@ -14,10 +14,12 @@ import warnings
 import keras
 
 from keras_boost import config as config_lib
+from keras_boost import keras_private
 from keras_boost.config import check_implemented
 from keras_boost.errors import NoEffectWarning
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
+from keras_boost.precision import choose_precision
 from keras_boost.precision import resolve_precision
 from keras_boost.surgery.fuse_batch_norm import fuse_batch_norm
 from keras_boost.surgery.less_bn import REPORT_ATTR
@@ -175,6 +177,49 @@ class AutoBoost:
                 model = less_bn_for_config(model, self._config["less_bn"])
         return model
 
+    def network_for_boost_model(self, model, input_shape=None):
+        """What `BoostModel.from_model` builds from: `(inputs, outputs,
+        processed, config, choice)`.
+
+        `network_auto_process_model` runs first (`processed` is its result).
+        With `common.precision="auto"`, `choice` is the `PrecisionChoice` and
+        `config` (else None) the resolved config with the chosen policy in
+        place of "auto": a reload or a clone computes in it without timing
+        again. A subclassed model is called on a new `keras.Input` of
+        `input_shape` (default: the shape it was built with).
+        """
+        model = self.network_auto_process_model(model)  # the same model when nothing changes
+        choice = config = None
+        if self._config["common"]["precision"] == "auto":
+            # The surgery attaches the choice to a model it copied; when it
+            # kept the model itself (float32 kept), the choice it just made
+            # is in the process cache: no new timing.
+            choice = getattr(model, "precision_choice", None) or choose_precision(model)
+            config = self.config
+            config["common"]["precision"] = choice.policy
+        inputs, outputs = _graph_io(model)
+        if inputs is None:
+            if input_shape is None:
+                shapes = keras_private.subclassed_build_shapes(model)
+                if len(shapes) != 1:
+                    raise ValueError(
+                        f"Cannot tell the input shape of subclassed model {model.name!r}; "
+                        "pass input_shape=(...) (without the batch axis)."
+                    )
+                input_shape = tuple(shapes[0])[1:]
+            inputs = keras.Input(shape=tuple(input_shape))
+            outputs = model(inputs)
+        return inputs, outputs, model, config, choice
+
+
+def _graph_io(model):
+    """The input and output structures (dicts, lists or tensors) of a graph model."""
+    if isinstance(model, keras.Sequential):
+        return model.inputs[0], model.outputs[0]
+    try:
+        return model.input, model.output
+    except (AttributeError, ValueError):
+        return None, None
 
 
 def _optimizer_for(optimizer, old_model, new_model):

@@ -46,6 +46,21 @@ def has_custom_train_step(model):
     return cls.train_step is not keras.Model.train_step or cls.compute_loss is not keras.Model.compute_loss
 
 
+def check_no_own_train_step(model, boost_level):
+    """Errors when `model`'s class defines its own step (`has_custom_train_step`),
+    which `BoostModel.from_model` would replace."""
+    if has_custom_train_step(model):
+        raise TypeError(
+            f"{type(model).__name__} {model.name!r} defines its own train_step or "
+            "compute_loss, which BoostModel's train step would replace. Keep the model and compile it "
+            f"with optimizer=boost.wrap(optimizer, {boost_level!r}): gradient "
+            "centralization, freezing and accumulation act through the optimizer "
+            "(call self.optimizer.scale_loss(loss) in your train_step for loss "
+            "scaling); the pruned backward pass of freezing and the all-replica "
+            "overflow check need BoostModel's train_step."
+        )
+
+
 def has_layer_graph(model):
     """Whether `model` is functional or Sequential (its layers can be rebuilt)."""
     return isinstance(model, (Functional, keras.Sequential))

@@ -310,7 +310,7 @@ def test_overflowing_micro_step_does_not_enter_the_window():
     trainable = [w for w in model.weights if w.trainable]
     assert_close(trainable, big_batch_reference(sgd_schedule, x, y).weights)
     # The one overflow halved the scale (exact in float32: powers of two).
-    assert float(keras.ops.convert_to_numpy(model._boost_scaler().dynamic_scale)) == 2.0**9
+    assert float(keras.ops.convert_to_numpy(boost.optimizers.find_in_chain(model.optimizer, boost.optimizers.DynamicLossScaleOptimizer).dynamic_scale)) == 2.0**9
 
 
 # --- stateless_apply (JAX) / apply, directly ---------------------------------

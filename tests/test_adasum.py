@@ -157,7 +157,7 @@ def test_bytes_sent_per_replica_cost_models():
 
 
 def test_step_size_benchmark_modes():
-    from keras_boost.bench.adasum_lr import boost_config
+    from benchmarks.adasum_lr import boost_config
 
     assert boost_config("plain") == (None, None)
     assert boost_config("O2+norm_bound=false") == ("O2", {"adasum": {"norm_bound": False}})

@@ -168,7 +168,7 @@ def test_an_explicit_param_groups_keeps_its_meaning_and_the_warning():
     model = boost.BoostModel(*deep_graph(depth=2), boost_level="O1", boost_config_dict=config)
     with pytest.warns(NoEffectWarning, match="has 3 block.*param_groups=10.*leave param_groups out"):
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
-    assert model._boost_freeze_optimizer().group_count == 10
+    assert boost.optimizers.find_in_chain(model.optimizer, boost.optimizers.FreezeOptimizer).group_count == 10
 
 
 def test_freeze_optimizer_bad_input():
@@ -247,7 +247,7 @@ def test_o1_config_trains_with_auto_total_steps_and_resumes(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", NoEffectWarning)
         history = model.fit(x, y, batch_size=8, epochs=3, shuffle=False, verbose=0)
-    freeze = model._boost_freeze_optimizer()
+    freeze = boost.optimizers.find_in_chain(model.optimizer, boost.optimizers.FreezeOptimizer)
     assert len(freeze.train_strategy) == int(12 * 1.01)  # epochs x steps from fit
     assert int(freeze.freeze_step) == 12
     assert "freeze_depth" in history.history
@@ -258,7 +258,7 @@ def test_o1_config_trains_with_auto_total_steps_and_resumes(tmp_path):
     reference.set_weights(model.get_weights())
     model.save(tmp_path / "m.keras")
     restored = keras.saving.load_model(tmp_path / "m.keras")
-    restored_freeze = restored._boost_freeze_optimizer()
+    restored_freeze = boost.optimizers.find_in_chain(restored.optimizer, boost.optimizers.FreezeOptimizer)
     assert restored_freeze.train_strategy == freeze.train_strategy
     assert int(restored_freeze.freeze_step) == 12
     for a, b in zip(to_numpy(model.optimizer.variables), to_numpy(restored.optimizer.variables)):

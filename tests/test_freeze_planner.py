@@ -10,6 +10,7 @@ import pytest
 
 import keras_boost as boost
 from conftest import regression_data
+from keras_boost.algorithms.freezing import FreezingStep
 from keras_boost.freeze_planner import DepthPlanner
 from keras_boost.freeze_planner import FreezeDecision
 from keras_boost.freeze_planner import TIMED_CALLS
@@ -352,7 +353,8 @@ def test_boost_model_traces_a_depth_only_on_first_use(monkeypatch, adaptive):
     original = boost.BoostModel.train_step
 
     def counting(self, *args):
-        traces[self._boost_depth] = traces.get(self._boost_depth, 0) + 1
+        depth = next(p.depth for p in self._boost_step_parts() if isinstance(p, FreezingStep))
+        traces[depth] = traces.get(depth, 0) + 1
         return original(self, *args)
 
     monkeypatch.setattr(boost.BoostModel, "train_step", counting)

@@ -34,7 +34,7 @@ def test_o0_float32_step_equals_keras_fit():
     plain, boosted = make(), make(boost.BoostModel)
     fit(plain, x, y, epochs=2)
     history = fit(boosted, x, y, epochs=2)
-    assert boosted.loss_scale is None and boosted._boost_scaler() is None
+    assert boosted.loss_scale is None and boost.optimizers.find_in_chain(boosted.optimizer, boost.optimizers.DynamicLossScaleOptimizer) is None
     for a, b in zip(to_numpy(plain.weights), to_numpy(boosted.weights)):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
     assert set(history.history) == {"loss"}
@@ -67,7 +67,7 @@ def test_overflow_step_is_skipped_bit_identically(bad):
     logs = model.train_on_batch(x_bad, y, return_dict=True)
     after_weights, after_opt = state(model)
     assert_same(before[0], after_weights)  # every model weight, BN statistics included
-    scaler = model._boost_scaler()
+    scaler = boost.optimizers.find_in_chain(model.optimizer, boost.optimizers.DynamicLossScaleOptimizer)
     own = {id(scaler.dynamic_scale), id(scaler.good_steps)}
     keep = [i for i, v in enumerate(model.optimizer.variables) if id(v) not in own]
     assert len(keep) == len(model.optimizer.variables) - 2

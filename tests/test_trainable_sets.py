@@ -83,4 +83,4 @@ def test_transfer_learning_trains_what_keras_trains_in_each_phase(how, level, co
     if how == "from_model" and level == "O1":
         # The groups were recomputed at the second compile: 3 blocks then
         # (base2, top, head), one group each (fitted to the model).
-        assert boosted._boost_freeze_optimizer().group_count == 3
+        assert boost.optimizers.find_in_chain(boosted.optimizer, boost.optimizers.FreezeOptimizer).group_count == 3

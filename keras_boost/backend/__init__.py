@@ -4,7 +4,10 @@ Each backend module exposes the same small functions that
 `keras_boost.model.BoostModel` composes into its one train step:
 
 - `loss_and_grads(model, x, y, sample_weight, trained, optimizer)` (TensorFlow
-  and torch; JAX's `train_step` differentiates statelessly instead);
+  and torch); JAX instead has `train_step(model, state, data)`, the one
+  stateless composer of the step parts' stateless forms;
+- `distributed_logs(model, logs)` and `symbolic_build_batch(model, iterator)`:
+  Keras 3.15's multi-worker trainer fixes (identity and None off TensorFlow);
 - `all_replicas(flag)`: AND of a boolean over all replicas;
 - `apply(fn, args)` / `apply_if(flag, fn, args)`: run `fn(*args)` (only when
   `flag` holds), in a way that is legal for the backend (no autograd on

@@ -7,21 +7,19 @@ import threading
 import tensorflow as tf
 from keras import ops
 from keras import tree
-from keras.src.losses import loss as loss_module
 
+from keras_boost import keras_private
 from keras_boost.backend import tensorflow_collectives
 
 
 def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
     """Forward, loss, `optimizer.scale_loss`, gradients of `trained` only."""
     with tf.GradientTape() as tape:
-        y_pred = model(x, training=True) if model._call_has_training_arg else model(x)
-        loss = model._compute_loss(
-            x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
-        )
+        y_pred = model(x, training=True) if keras_private.call_has_training_arg(model) else model(x)
+        loss = keras_private.compute_loss(model, x, y, y_pred, sample_weight)
         # The tracker shows the per-replica-unscaled loss, as Keras does.
-        model._loss_tracker.update_state(
-            loss_module.unscale_loss_for_distribution(loss),
+        keras_private.loss_tracker(model).update_state(
+            keras_private.unscale_loss_for_distribution(loss),
             sample_weight=tf.shape(next(i for i in tree.flatten(x) if i is not None))[0],
         )
         scaled = optimizer.scale_loss(loss)
@@ -79,7 +77,7 @@ def apply_if(flag, fn, args):
 def is_multi_worker(strategy):
     return isinstance(
         strategy, tf.distribute.MultiWorkerMirroredStrategy
-    ) and strategy.extended._in_multi_worker_mode()
+    ) and keras_private.in_multi_worker_mode(strategy)
 
 
 def first_local_batch(strategy, batch):
@@ -98,6 +96,24 @@ def logs_for_multi_worker(logs):
     which fails on scalars (keras#20585); a length-1 vector reduces to the
     mean over replicas."""
     return {k: ops.reshape(v, (1,)) for k, v in logs.items()}
+
+
+def distributed_logs(model, logs):
+    """`logs` of a train or test step of `model`, in the form Keras can
+    reduce under its strategy (`logs_for_multi_worker` across workers)."""
+    return logs_for_multi_worker(logs) if is_multi_worker(model.distribute_strategy) else logs
+
+
+def symbolic_build_batch(model, iterator):
+    """`(strategy, batch)` to build `model` from before `fit` across workers
+    (this worker's first local batch, see `first_local_batch`), else None
+    (Keras' own build)."""
+    strategy = keras_private.distribute_strategy(model)
+    if iterator is None or strategy is None or not is_multi_worker(strategy):
+        return None
+    for _, _, it in iterator:
+        return strategy, first_local_batch(strategy, next(it))
+    return None
 
 
 def apply(fn, args):
@@ -239,7 +255,7 @@ def local_gradients(optimizer):
     instance only while some replica is inside. MirroredStrategy traces the
     replicas in concurrent threads, hence the count under a lock.
     """
-    if not hasattr(optimizer, "_all_reduce_sum_gradients"):
+    if not keras_private.has_gradient_all_reduce(optimizer):
         raise TypeError(
             f"{type(optimizer).__name__} is not a Keras TensorFlow optimizer: its "
             "gradient all-reduce cannot be replaced."
@@ -247,7 +263,7 @@ def local_gradients(optimizer):
     key = id(optimizer)
     with _local_gradients_lock:
         if _local_gradients_users.get(key, 0) == 0:
-            optimizer._all_reduce_sum_gradients = list
+            keras_private.replace_gradient_all_reduce(optimizer, list)
         _local_gradients_users[key] = _local_gradients_users.get(key, 0) + 1
     try:
         yield
@@ -256,7 +272,7 @@ def local_gradients(optimizer):
             _local_gradients_users[key] -= 1
             if _local_gradients_users[key] == 0:
                 del _local_gradients_users[key]
-                del optimizer._all_reduce_sum_gradients
+                keras_private.restore_gradient_all_reduce(optimizer)
 
 
 def run_on_replicas(fn, args, variable):
@@ -266,7 +282,7 @@ def run_on_replicas(fn, args, variable):
     into one graph and may all-reduce (e.g. an optimizer's apply).
     """
     value = getattr(variable, "value", variable)
-    strategy = getattr(value, "_distribute_strategy", None) or tf.distribute.get_strategy()
+    strategy = keras_private.distribute_strategy(value) or tf.distribute.get_strategy()
     with strategy.scope():
         tf.function(lambda: strategy.run(fn, args=args))()
 

@@ -4,14 +4,14 @@ import torch
 from keras import ops
 from keras import tree
 
+from keras_boost import keras_private
+
 
 def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
     """Forward, loss, `optimizer.scale_loss`, gradients of `trained` only."""
-    y_pred = model(x, training=True) if model._call_has_training_arg else model(x)
-    loss = model._compute_loss(
-        x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=True
-    )
-    model._loss_tracker.update_state(
+    y_pred = model(x, training=True) if keras_private.call_has_training_arg(model) else model(x)
+    loss = keras_private.compute_loss(model, x, y, y_pred, sample_weight)
+    keras_private.loss_tracker(model).update_state(
         loss, sample_weight=next(i for i in tree.flatten(x) if i is not None).shape[0]
     )
     if not trained:  # a model that trains nothing (autograd.grad refuses no inputs)
@@ -90,3 +90,13 @@ def fused_batch_norm(x, gamma, beta, epsilon):
     ).permute(0, 2, 3, 1)
     count = x.numel() // channels
     return y, mean, unbiased * ((count - 1) / max(count, 1))
+
+
+def distributed_logs(model, logs):
+    """`logs` as they are: Keras' fit on this backend steps one program."""
+    return logs
+
+
+def symbolic_build_batch(model, iterator):
+    """None: Keras' own build before `fit`."""
+    return None

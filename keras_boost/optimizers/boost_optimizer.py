@@ -1,5 +1,6 @@
 """`BoostOptimizer`: what `boost.wrap` returns, and what `BoostModel` compiles."""
 
+import contextlib
 import copy
 import warnings
 
@@ -215,3 +216,69 @@ class BoostOptimizer(OptimizerWrapper):
             "loss_scale": None if self._loss_scale is None else self._loss_scale.get_config(),
             "chain_built": True,
         }
+
+
+    def build_for(self, model):
+        """Builds the whole chain for `model`'s variables (idempotent), in
+        its strategy's scope.
+
+        `BoostModel`'s step applies parts of the chain directly (the loss
+        scaler), so the chain is built at compile rather than on its first
+        `apply`; its variables, and hence saving and loading, are then
+        complete.
+        """
+        if self.built or not model.built:
+            return
+        tf_backend = keras.backend.backend() == "tensorflow"
+        with model.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
+            self.build(model.trainable_variables)
+
+def _chain_settings(config):
+    """A resolved config without `common.precision`, which sets the model's
+    dtypes, not the optimizer chain (a copy in another precision, e.g.
+    `with_precision`'s, keeps its source's compiled chain)."""
+    return {**config, "common": {**config["common"], "precision": None}}
+
+
+def chain_for_model(model, optimizer):
+    """The `BoostOptimizer` a `BoostModel` compiles for `optimizer`.
+
+    A plain Keras optimizer (or its name, or config) is wrapped in the
+    model's chain; a `boost.wrap(optimizer)` without a level follows the
+    model; one with another explicit level or config, and Keras'
+    `LossScaleOptimizer` (the model scales the loss itself), are refused.
+    """
+    if isinstance(optimizer, (str, dict)):
+        optimizer = keras.optimizers.get(optimizer)  # "sgd", a config dict
+    check_optimizer(optimizer, where=f"BoostModel {model.name!r}'s optimizer")
+    if isinstance(optimizer, keras.optimizers.LossScaleOptimizer):
+        raise ValueError(
+            f"BoostModel {model.name!r} scales the loss itself (the overflow check runs "
+            "over all replicas): compile it with the inner optimizer "
+            f"({optimizer.inner_optimizer.name!r}) instead of a LossScaleOptimizer, and "
+            "set the scaling with BoostModel(..., loss_scale=boost.DynamicLossScale("
+            "initial_scale=...)) or loss_scale='dynamic'."
+        )
+    level, config, loss_scale = model.boost_level, model.boost_config, model.loss_scale
+    if not isinstance(optimizer, BoostOptimizer):
+        return BoostOptimizer(optimizer, level, config, loss_scale=loss_scale)
+    if optimizer.boost_level is not None and (
+        optimizer.boost_level != level or _chain_settings(optimizer.boost_config) != _chain_settings(config)
+    ):
+        raise ValueError(
+            f"BoostModel {model.name!r} has boost_level={level!r} but was compiled "
+            f"with boost.wrap(..., {optimizer.boost_level!r}) and "
+            f"{'the same level with another' if optimizer.boost_level == level else 'its'}"
+            " config; set the level and config in one place: BoostModel wraps a plain "
+            "optimizer itself, and boost.wrap(optimizer) without a level follows the model."
+        )
+    if optimizer.boost_level is not None and optimizer.loss_scale == loss_scale:
+        return optimizer  # e.g. the saved chain, re-compiled by load_model
+    if optimizer.built or optimizer.user_optimizer is None:
+        raise ValueError(
+            f"The optimizer {optimizer.name!r} was already built for other boost settings "
+            f"(level {optimizer.boost_level!r}, loss scale {optimizer.loss_scale}) than "
+            f"BoostModel {model.name!r} (level {level!r}, loss scale {loss_scale}); "
+            "compile with a fresh optimizer."
+        )
+    return BoostOptimizer(optimizer.user_optimizer, level, config, loss_scale=loss_scale)

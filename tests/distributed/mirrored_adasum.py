@@ -237,7 +237,7 @@ def o2_with_freezing(n):
     results["o2_status"] = int(bool(status))
     weights = model.get_weights()
     fit(model, x, y, n)
-    freeze = model._boost_freeze_optimizer()
+    freeze = boost.optimizers.find_in_chain(model.optimizer, boost.optimizers.FreezeOptimizer)
     depths = [freeze.depth_at(s) for s in range(steps)]
     results["o2_freeze_depths"] = np.array(depths)
     for s, depth in enumerate(depths):
@@ -285,7 +285,7 @@ def o2_with_loss_scaling(n):
     w0 = model.get_weights()
     fit(model, x, y, n)
     record("o2_loss_scale_overflow", model, w0)
-    results["o2_loss_scale"] = float(model._boost_scaler().dynamic_scale.numpy())
+    results["o2_loss_scale"] = float(boost.optimizers.find_in_chain(model.optimizer, boost.optimizers.DynamicLossScaleOptimizer).dynamic_scale.numpy())
 
 
 SCENARIOS = {2: [tree_over_replicas, o2_with_freezing, o2_with_accumulation, o2_with_loss_scaling], 3: [tree_over_replicas],

@@ -177,7 +177,7 @@ def main(out_dir):
     )
 
     # 2./3. Snapshot, then the step with inf only on the bad replica.
-    scaler = model._boost_scaler()
+    scaler = keras_boost.optimizers.find_in_chain(model.optimizer, keras_boost.optimizers.DynamicLossScaleOptimizer)
     scale_var, steps_var = scaler.dynamic_scale, scaler.good_steps
     before = state_of(strategy, model, skip=[scale_var, steps_var])
     report["scale_before"] = scalar(scale_var)

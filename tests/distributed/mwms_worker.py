@@ -59,7 +59,7 @@ def main(out_dir):
         for i, (a, b) in enumerate(zip(init, model.trainable_weights)):
             results[f"{tag}_init_{i}"] = a
             results[f"{tag}_final_{i}"] = keras.ops.convert_to_numpy(b)
-        scaler = model._boost_scaler()
+        scaler = keras_boost.optimizers.find_in_chain(model.optimizer, keras_boost.optimizers.DynamicLossScaleOptimizer)
         for i, v in enumerate([] if scaler is None else [scaler.dynamic_scale, scaler.good_steps]):
             results[f"{tag}_scale_state_{i}"] = keras.ops.convert_to_numpy(v)
         for key, values in history.history.items():

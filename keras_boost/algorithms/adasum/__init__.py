@@ -22,6 +22,7 @@ from keras_boost.algorithms.adasum.combiner import ReplicaCombiner
 from keras_boost.algorithms.adasum.optimizer import AdaSum
 from keras_boost.algorithms.adasum.optimizer import adasum_status
 from keras_boost.algorithms.adasum.optimizer import bytes_sent_per_replica
+from keras_boost.algorithms.adasum.optimizer import model_adasum_status
 from keras_boost.algorithms.adasum.optimizer import replica_plan
 from keras_boost.algorithms.adasum.reduce import adasum
 from keras_boost.algorithms.adasum.reduce import adasum_reduce
@@ -47,6 +48,7 @@ __all__ = [
     "group_mean",
     "halving_doubling",
     "halving_levels",
+    "model_adasum_status",
     "replica_plan",
     "run_collectives",
     "simulate_halving_doubling",

@@ -58,6 +58,7 @@ program) AdaSum is the identity: the wrapper passes the gradients through
 and warns once.
 """
 
+import contextlib
 import math
 import warnings
 
@@ -407,3 +408,15 @@ class AdaSum(ReplicaCombiner):
             gradient_split_groups=self.gradient_split_groups,
         )
         return config
+
+
+def model_adasum_status(model):
+    """The `AlgorithmStatus` of AdaSum for a `BoostModel` under its strategy
+    (`BoostModel.check_adasum_enable`)."""
+    config = model.boost_config
+    if not config["boost"]["adasum"]:
+        return AlgorithmStatus(False, f"adasum is off in this model's config (level {model.boost_level!r})")
+    tf_backend = keras.backend.backend() == "tensorflow"
+    with model.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
+        replicas, local = kb_backend.current().replica_layout()
+    return adasum_status(replicas, local, config["adasum"]["hierarchical"], config["common"]["device_number"])

@@ -23,6 +23,8 @@ from keras_boost.algorithms.dim_reduce.optimizer import load_basis
 from keras_boost.algorithms.dim_reduce.optimizer import read_basis
 from keras_boost.algorithms.dim_reduce.optimizer import wait_for_basis
 from keras_boost.algorithms.dim_reduce.pca import trajectory_pca
+from keras_boost.algorithms.dim_reduce.step import DimReduceStep
+from keras_boost.algorithms.dim_reduce.step import dim_reduce_status
 from keras_boost.algorithms.dim_reduce.subspace import armijo_accepts
 from keras_boost.algorithms.dim_reduce.subspace import back_project
 from keras_boost.algorithms.dim_reduce.subspace import bfgs_inverse_update
@@ -36,10 +38,12 @@ from keras_boost.algorithms.dim_reduce.trajectory import variables_spec
 
 __all__ = [
     "DimReduce",
+    "DimReduceStep",
     "WeightTrajectory",
     "armijo_accepts",
     "back_project",
     "bfgs_inverse_update",
+    "dim_reduce_status",
     "flatten",
     "load_basis",
     "load_trajectory",

@@ -30,6 +30,7 @@ from keras_boost.algorithms.freezing.planner import DepthPlanner
 from keras_boost.algorithms.freezing.planner import FreezeDecision
 from keras_boost.algorithms.freezing.planner import best_plan_saving
 from keras_boost.algorithms.freezing.schedule import CONTINUOUS
+from keras_boost.algorithms.freezing.step import FreezingStep
 from keras_boost.algorithms.freezing.schedule import INTERVAL
 from keras_boost.algorithms.freezing.schedule import depth_probabilities
 from keras_boost.algorithms.freezing.schedule import generate_freeze_index_sequence
@@ -42,6 +43,7 @@ __all__ = [
     "FreezeDecision",
     "FreezeOpt",
     "FreezeOptimizer",
+    "FreezingStep",
     "GradientFreeze",
     "INTERVAL",
     "TIMED_CALLS",

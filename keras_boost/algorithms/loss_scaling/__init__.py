@@ -32,6 +32,10 @@ from keras_boost.algorithms.loss_scaling.arithmetic import update_loss_scale
 from keras_boost.algorithms.loss_scaling.group_manager import GroupLossScaleManager
 from keras_boost.algorithms.loss_scaling.optimizer import DynamicLossScaleOptimizer
 from keras_boost.algorithms.loss_scaling.settings import DynamicLossScale
+from keras_boost.algorithms.loss_scaling.step import GroupLossScaleStep
+from keras_boost.algorithms.loss_scaling.step import LossScaleStep
+from keras_boost.algorithms.loss_scaling.step import group_manager
+from keras_boost.algorithms.loss_scaling.step import model_loss_scale
 from keras_boost.algorithms.loss_scaling.settings import resolve_loss_scale
 
 __all__ = [
@@ -40,8 +44,12 @@ __all__ = [
     "GROUP_GROWTH",
     "GROUP_SHRINK",
     "GroupLossScaleManager",
+    "GroupLossScaleStep",
+    "LossScaleStep",
     "all_finite",
     "group_all_finite",
+    "group_manager",
+    "model_loss_scale",
     "resolve_loss_scale",
     "scale_gradient",
     "unscale",

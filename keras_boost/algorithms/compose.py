@@ -1,0 +1,160 @@
+"""What `BoostModel` asks of the algorithms, answered in one place.
+
+`BoostModel` names no algorithm: it asks this module for the step parts of
+its optimizer chain (`step_parts_for`), for its loss scale, for the checks
+and preparation `compile` needs, for the warnings a constructor gives, and
+for the end-of-fit summary, to which every algorithm contributes its phrase.
+"""
+
+import warnings
+
+import keras
+
+from keras_boost import config as config_lib
+from keras_boost import keras_private
+from keras_boost.algorithms.accumulation import find_gradient_accumulation
+from keras_boost.algorithms.dim_reduce import DimReduce
+from keras_boost.algorithms.dim_reduce import DimReduceStep
+from keras_boost.algorithms.freezing import FreezeOptimizer
+from keras_boost.algorithms.freezing import FreezingStep
+from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
+from keras_boost.algorithms.loss_scaling import GroupLossScaleStep
+from keras_boost.algorithms.loss_scaling import LossScaleStep
+from keras_boost.algorithms.loss_scaling import group_manager
+from keras_boost.algorithms.loss_scaling import model_loss_scale
+from keras_boost.algorithms.optimizer_wrapper import find_in_chain
+from keras_boost.algorithms.step_part import update_owner
+from keras_boost.errors import NoEffectWarning
+from keras_boost.layers.fused_batch_norm import FusedBatchNormalization
+from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.optimizers.centralization import exclude_grouped_kernels
+from keras_boost.precision import model_policies
+from keras_boost.surgery import find_less_bn
+from keras_boost.surgery.less_bn import REPORT_ATTR
+
+__all__ = ["carry_surgery_report", "model_loss_scale", "prepare_compile", "step_parts_for",
+           "summary_line", "warn_unapplied"]
+
+def step_parts_for(model, optimizer=None):
+    """The `StepPart`s of `model` compiled with `optimizer` (default: its own)."""
+    optimizer = optimizer if optimizer is not None else getattr(model, "optimizer", None)
+    if optimizer is not None and not isinstance(optimizer, BoostOptimizer):
+        # Only reachable by assigning model.optimizer by hand.
+        raise ValueError(
+            f"BoostModel {model.name!r}: model.optimizer was replaced after compile by "
+            f"{type(optimizer).__name__}; compile again instead."
+        )
+    parts = []
+    freeze = find_in_chain(optimizer, FreezeOptimizer)
+    if freeze is not None:
+        accumulation = find_gradient_accumulation(optimizer)
+        parts.append(FreezingStep(freeze, accumulation.max_accumulation_step if accumulation else 1))
+    for wrapper_type, part_type in ((DynamicLossScaleOptimizer, LossScaleStep), (DimReduce, DimReduceStep)):
+        wrapper = find_in_chain(optimizer, wrapper_type)
+        if wrapper is not None:
+            parts.append(part_type(wrapper))
+    if model.boost_config["boost"]["loss_scale_group"]:
+        parts.append(GroupLossScaleStep(group_manager(model)))
+    return parts
+
+
+def prepare_compile(model, optimizer, parts, compile_kwargs):
+    """Checks and prepares `optimizer` (the chain) and `parts` for `model`;
+    returns the `compile` keyword arguments to pass on to Keras."""
+    update_owner(parts)  # two parts replacing the update do not combine
+    if model.loss_scale is not None:
+        # The chain scales the loss; Keras must not add a LossScaleOptimizer.
+        compile_kwargs = {**compile_kwargs, "auto_scale_loss": False}
+    for part in parts:
+        part.on_compile(model, compile_kwargs)
+    optimizer.model_surgery_handled = True  # the model's own constructor warned
+    # GC sees variables only; mark this graph's depthwise/grouped kernels
+    # (again after load_model, whose variables are new).
+    exclude_grouped_kernels(model)
+    return compile_kwargs
+
+
+def warn_unapplied(model, stacklevel):
+    """Warns when `model`'s config asks for model surgery (LessBN) or a
+    precision its constructor cannot apply (`from_model` does)."""
+    config = model.boost_config
+    if config["boost"]["less_bn"]:
+        removable = _less_bn_report(model).num_removed
+        if removable:
+            warnings.warn(
+                f"BoostModel(boost_level={model.boost_level!r}) trains the graph it is "
+                f"given, but LessBN would remove {removable} BatchNormalization "
+                "layer(s) from it: build it with BoostModel.from_model(model, "
+                "boost_level=...) (or boost.LessBN(model) first) to apply the surgery.",
+                NoEffectWarning, stacklevel=stacklevel + 1,
+            )
+    precision = config["common"]["precision"]
+    if precision is not None and not model_policies(model) <= {precision}:
+        warnings.warn(
+            f"BoostModel(boost_config_dict={{'common': {{'precision': {precision!r}}}}}) trains the "
+            f"layers it is given, which compute in {sorted(model_policies(model))}: build it with "
+            "BoostModel.from_model(model, boost_config_dict=...) to get the precision applied.",
+            NoEffectWarning, stacklevel=stacklevel + 1,
+        )
+
+
+def carry_surgery_report(source, boosted):
+    """Keeps on `boosted` what the surgery did to `source`, for the summary."""
+    if getattr(source, REPORT_ATTR, None) is not None:
+        setattr(boosted, REPORT_ATTR, getattr(source, REPORT_ATTR))
+
+
+def _less_bn_report(model):
+    remove_pretrained = model.boost_config["less_bn"]["remove_pretrained_bn"]
+    return find_less_bn(model, remove_pretrained_bn=remove_pretrained)
+
+
+def summary_line(model, parts):
+    """`BoostModel.boost_summary()`: each algorithm's phrase, in one line
+    ("" at O0 with nothing on)."""
+    config = model.boost_config
+    if not (config_lib.enabled_algorithms(config) or config["common"]["precision"] or model.loss_scale is not None):
+        return ""
+    owner = update_owner(parts)
+    phrases = [_surgery_phrase(model)] + [part.summary(model) for part in parts if part is not owner]
+    # The update's owner is the loss scaling when there is one.
+    phrases += [_precision_phrase(model), (owner.summary(model) if owner else "") or "no loss scaling"]
+    return f"keras_boost {model.boost_level} on {model.name!r}: " + "; ".join(p for p in phrases if p) + "."
+
+
+def _surgery_phrase(model):
+    report = getattr(model, REPORT_ATTR, None)
+    layers = keras_private.flatten_layers(model)
+    fused = sum(isinstance(layer, FusedBatchNormalization) for layer in layers)
+    phrases = []
+    if report is not None:
+        done = [f"removed {report.num_removed} of {report.num_bn} BatchNormalization"] if report.num_bn else []
+        done += ["NormalizedDense head"] if report.head else []
+        phrases.append("LessBN " + (", ".join(done) or "changed nothing"))
+    elif model.boost_config["boost"]["less_bn"]:
+        removable = _less_bn_report(model).num_removed
+        phrases.append(f"LessBN not applied ({removable} BatchNormalization it would remove: build with "
+                       "BoostModel.from_model)" if removable else "no BatchNormalization for LessBN to remove")
+    if fused:
+        phrases.append(f"{fused} fused BatchNormalization")
+    return "; ".join(phrases)
+
+
+def _precision_phrase(model):
+    if model.precision_choice is not None:
+        return model.precision_choice.summary_line()
+    policies = sorted(model_policies(model))
+    return "" if policies == ["float32"] else f"precision {', '.join(policies)}"
+
+
+def print_summary_callback():
+    """A callback printing `model.boost_summary()` at the end of `fit` when
+    `verbose` is not 0 (after the progress bar, through Keras' printer)."""
+    return _BoostReportCallback()
+
+
+class _BoostReportCallback(keras.callbacks.Callback):
+    def on_train_end(self, logs=None):
+        line = self.model.boost_summary()
+        if line and self.params.get("verbose"):
+            keras_private.print_msg(line)
