@@ -28,6 +28,8 @@ from keras_boost.validation import check_model
 from keras_boost.validation import check_optimizer
 from keras_boost.validation import has_layer_graph
 
+__all__ = ["AutoBoost", "wrap"]
+
 
 class AutoBoost:
     """Resolves a boost level and config, and applies it to a model/optimizer.

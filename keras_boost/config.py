@@ -22,6 +22,22 @@ import warnings
 from keras_boost.errors import NoEffectWarning
 from keras_boost.errors import not_implemented
 
+__all__ = [
+    "ALGORITHMS",
+    "BoostConfigWarning",
+    "check_grad_freeze_values",
+    "check_implemented",
+    "check_level",
+    "check_value",
+    "enabled_algorithms",
+    "IMPLEMENTED",
+    "LEVELS",
+    "load_config_dict",
+    "MODES",
+    "resolve_config",
+    "SCHEMA",
+]
+
 LEVELS = ("O0", "O1", "O2")
 MODES = ("auto", "manual", "enable_all", "disable_all")
 

@@ -19,6 +19,8 @@ parse_duration("60%")     # 0.6
 import math
 import numbers
 
+__all__ = ["parse_duration", "VALID_FORMS"]
+
 VALID_FORMS = ("a float in (0, 1] such as 0.6", "a string such as '0.6dur'", "a percentage such as '60%'")
 
 

@@ -2,6 +2,8 @@
 
 import contextlib
 
+__all__ = ["NoEffectWarning", "not_implemented", "reraise_with_context"]
+
 
 class NoEffectWarning(UserWarning):
     """An enabled algorithm found nothing to act on (e.g. LessBN matched no BN)."""

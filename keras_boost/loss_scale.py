@@ -2,3 +2,5 @@
 
 from keras_boost.algorithms.loss_scaling import DynamicLossScale  # noqa: F401
 from keras_boost.algorithms.loss_scaling import resolve_loss_scale  # noqa: F401
+
+__all__ = ["DynamicLossScale", "resolve_loss_scale"]

@@ -20,6 +20,7 @@ from keras_boost import backend as kb_backend
 from keras_boost import config as config_lib
 from keras_boost import keras_private
 from keras_boost.algorithms.compose import carry_surgery_report
+from keras_boost.algorithms.compose import choice_from_config
 from keras_boost.algorithms.compose import model_loss_scale
 from keras_boost.algorithms.compose import prepare_compile
 from keras_boost.algorithms.compose import print_summary_callback
@@ -36,9 +37,10 @@ from keras_boost.cloning import note_graph_run
 from keras_boost.cloning import settings_of_copy
 from keras_boost.errors import reraise_with_context
 from keras_boost.optimizers.boost_optimizer import chain_for_model
-from keras_boost.precision import PrecisionChoice
 from keras_boost.validation import check_model
 from keras_boost.validation import check_no_own_train_step
+
+__all__ = ["BoostModel"]
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")
@@ -104,11 +106,9 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
         if source is not None:
             boost, precision_choice = settings_of_copy(self, source, boost, precision_choice)
         self._auto_boost = boost
-        self._boost_loss_scale = model_loss_scale(self, loss_scale)
-        self._boost_loss_scale_arg = loss_scale
+        self._boost_loss_scale, self._boost_loss_scale_arg = model_loss_scale(self, loss_scale), loss_scale
         self._boost_parts, self._boost_parts_of = [], None
-        self.precision_choice = (PrecisionChoice.from_config(precision_choice)
-                                 if isinstance(precision_choice, dict) else precision_choice)
+        self.precision_choice = choice_from_config(precision_choice)
         if source is None:  # a copy's source was checked when it was built
             warn_unapplied(self, stacklevel=2)
 

@@ -5,7 +5,17 @@ an optimizer half-transformed.
 """
 
 import keras
-from keras.src.models.functional import Functional
+
+from keras_boost import keras_private
+
+__all__ = [
+    "check_model",
+    "check_no_own_train_step",
+    "check_optimizer",
+    "check_rebuildable",
+    "has_custom_train_step",
+    "has_layer_graph",
+]
 
 
 def check_model(model, where="model"):
@@ -63,7 +73,7 @@ def check_no_own_train_step(model, boost_level):
 
 def has_layer_graph(model):
     """Whether `model` is functional or Sequential (its layers can be rebuilt)."""
-    return isinstance(model, (Functional, keras.Sequential))
+    return keras_private.is_functional(model) or isinstance(model, keras.Sequential)
 
 
 def check_rebuildable(model, what, hint=""):

@@ -28,12 +28,14 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.layers.fused_batch_norm import FusedBatchNormalization
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.optimizers.centralization import exclude_grouped_kernels
+from keras_boost.precision import PrecisionChoice
 from keras_boost.precision import model_policies
 from keras_boost.surgery import find_less_bn
 from keras_boost.surgery.less_bn import REPORT_ATTR
 
-__all__ = ["carry_surgery_report", "model_loss_scale", "prepare_compile", "step_parts_for",
+__all__ = ["carry_surgery_report", "choice_from_config", "model_loss_scale", "prepare_compile", "step_parts_for",
            "summary_line", "warn_unapplied"]
+
 
 def step_parts_for(model, optimizer=None):
     """The `StepPart`s of `model` compiled with `optimizer` (default: its own)."""
@@ -102,6 +104,11 @@ def carry_surgery_report(source, boosted):
     """Keeps on `boosted` what the surgery did to `source`, for the summary."""
     if getattr(source, REPORT_ATTR, None) is not None:
         setattr(boosted, REPORT_ATTR, getattr(source, REPORT_ATTR))
+
+
+def choice_from_config(choice):
+    """The `PrecisionChoice` a constructor gets as itself or as its config."""
+    return PrecisionChoice.from_config(choice) if isinstance(choice, dict) else choice
 
 
 def _less_bn_report(model):

@@ -19,10 +19,19 @@ own state) and keep the pure math in `keras_boost.ops`.
 """
 
 import keras
-from keras.src.utils import tracking  # same private helper LossScaleOptimizer uses
 
+from keras_boost import keras_private
 from keras_boost.errors import reraise_with_context
 from keras_boost.validation import check_optimizer  # noqa: F401 (re-exported)
+
+__all__ = [
+    "BASE_HYPERPARAMETERS",
+    "check_optimizer",
+    "find_in_chain",
+    "HYPERPARAMETERS",
+    "optimizer_chain",
+    "OptimizerWrapper",
+]
 
 # What Keras' base optimizer sets on every optimizer in `__init__`, the
 # wrapper included; on a wrapper they belong to the wrapped optimizer.
@@ -107,7 +116,7 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
         """Builds the wrapped optimizer (its slots for `var_list`)."""
         self.inner_optimizer.build(var_list)
 
-    @tracking.no_automatic_dependency_tracking
+    @keras_private.no_automatic_dependency_tracking
     def build(self, var_list):
         if self.built:
             # Idempotent, unlike Keras' optimizers: Keras' legacy H5 loader

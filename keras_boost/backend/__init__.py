@@ -36,6 +36,8 @@ import importlib
 
 import keras
 
+__all__ = ["current"]
+
 
 def current():
     """The seam module of the active Keras backend."""

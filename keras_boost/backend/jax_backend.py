@@ -15,6 +15,19 @@ from keras_boost.algorithms.step_part import StatelessStep
 from keras_boost.algorithms.step_part import trained_variables
 from keras_boost.algorithms.step_part import update_owner
 
+__all__ = [
+    "all_replicas",
+    "apply",
+    "apply_if",
+    "assign_where",
+    "distributed_logs",
+    "replica_layout",
+    "static_value",
+    "symbolic_build_batch",
+    "train_step",
+    "worker_role",
+]
+
 
 def _positions(all_variables, wanted):
     ids = {id(v): i for i, v in enumerate(all_variables)}

@@ -11,6 +11,31 @@ from keras import tree
 from keras_boost import keras_private
 from keras_boost.backend import tensorflow_collectives
 
+__all__ = [
+    "all_gather_stacked",
+    "all_reduce_sum",
+    "all_replicas",
+    "apply",
+    "apply_if",
+    "assign_each",
+    "assign_where",
+    "distributed_logs",
+    "first_local_batch",
+    "fused_batch_norm",
+    "global_batch_sum",
+    "in_replica_context",
+    "is_chief",
+    "is_multi_worker",
+    "local_gradients",
+    "logs_for_multi_worker",
+    "loss_and_grads",
+    "replica_layout",
+    "run_on_replicas",
+    "static_value",
+    "symbolic_build_batch",
+    "worker_role",
+]
+
 
 def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
     """Forward, loss, `optimizer.scale_loss`, gradients of `trained` only."""

@@ -32,6 +32,8 @@ from tensorflow.python.framework import ops as tf_ops
 from tensorflow.python.ops import collective_ops
 from tensorflow.python.ops import resource_variable_ops
 
+__all__ = ["block_sum", "pair_exchange", "static_rank"]
+
 _GROUP_KEY_BASE = 0x41440000  # "AD": clear of the strategies' own group keys
 _INSTANCE_KEY_BASE = 0x41440000
 _MAX_REPLICAS = 1 << 12  # group-key room per level and kind

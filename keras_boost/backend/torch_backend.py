@@ -6,6 +6,22 @@ from keras import tree
 
 from keras_boost import keras_private
 
+__all__ = [
+    "all_replicas",
+    "apply",
+    "apply_if",
+    "assign_where",
+    "distributed_logs",
+    "fused_batch_norm",
+    "global_batch_sum",
+    "loss_and_grads",
+    "replica_layout",
+    "run_on_replicas",
+    "static_value",
+    "symbolic_build_batch",
+    "worker_role",
+]
+
 
 def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
     """Forward, loss, `optimizer.scale_loss`, gradients of `trained` only."""

@@ -3,3 +3,5 @@
 from keras_boost.algorithms.dim_reduce import WeightTrajectory  # noqa: F401
 from keras_boost.algorithms.dim_reduce import load_trajectory  # noqa: F401
 from keras_boost.algorithms.dim_reduce import variables_spec  # noqa: F401
+
+__all__ = ["load_trajectory", "variables_spec", "WeightTrajectory"]

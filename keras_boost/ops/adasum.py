@@ -9,3 +9,15 @@ from keras_boost.algorithms.adasum import halving_doubling  # noqa: F401
 from keras_boost.algorithms.adasum import halving_levels  # noqa: F401
 from keras_boost.algorithms.adasum import run_collectives  # noqa: F401
 from keras_boost.algorithms.adasum import simulate_halving_doubling  # noqa: F401
+
+__all__ = [
+    "adasum",
+    "adasum_reduce",
+    "adasum_tree",
+    "bit_reversed",
+    "group_mean",
+    "halving_doubling",
+    "halving_levels",
+    "run_collectives",
+    "simulate_halving_doubling",
+]

@@ -7,3 +7,13 @@ from keras_boost.algorithms.dim_reduce import flatten  # noqa: F401
 from keras_boost.algorithms.dim_reduce import project  # noqa: F401
 from keras_boost.algorithms.dim_reduce import subspace_step  # noqa: F401
 from keras_boost.algorithms.dim_reduce import unflatten  # noqa: F401
+
+__all__ = [
+    "armijo_accepts",
+    "back_project",
+    "bfgs_inverse_update",
+    "flatten",
+    "project",
+    "subspace_step",
+    "unflatten",
+]

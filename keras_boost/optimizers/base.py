@@ -6,3 +6,12 @@ from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper  # noqa: F
 from keras_boost.algorithms.optimizer_wrapper import check_optimizer  # noqa: F401
 from keras_boost.algorithms.optimizer_wrapper import find_in_chain  # noqa: F401
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain  # noqa: F401
+
+__all__ = [
+    "BASE_HYPERPARAMETERS",
+    "check_optimizer",
+    "find_in_chain",
+    "HYPERPARAMETERS",
+    "optimizer_chain",
+    "OptimizerWrapper",
+]

@@ -19,6 +19,8 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.optimizers.centralization import GradientCentralization
 from keras_boost.validation import check_optimizer
 
+__all__ = ["BoostOptimizer", "build_optimizer_chain", "chain_for_model"]
+
 
 def build_optimizer_chain(optimizer, config, loss_scale=None):
     """Wraps `optimizer` in the wrappers a resolved config enables.

@@ -40,6 +40,8 @@ from keras_boost.algorithms.optimizer_wrapper import find_in_chain
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 from keras_boost.algorithms.optimizer_wrapper import check_optimizer
 
+__all__ = ["find_gradient_accumulation", "FlushGradientAccumulation", "GradientAccumulation"]
+
 
 # The gradient-norm state (appended to the wrapper's own variables after
 # `micro_step`). Checkpoints written before it existed have this many fewer

@@ -25,6 +25,8 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 
+__all__ = ["ReplicaCombiner"]
+
 
 class ReplicaCombiner(OptimizerWrapper):
     """An optimizer wrapper that combines the replicas' gradients itself.

@@ -79,6 +79,16 @@ from keras_boost.algorithms.loss_scaling import all_finite
 from keras_boost.algorithms.adasum.combiner import ReplicaCombiner
 from keras_boost.algorithms.status import AlgorithmStatus
 
+__all__ = [
+    "AdaSum",
+    "adasum_status",
+    "bytes_sent_per_replica",
+    "EXCHANGES",
+    "model_adasum_status",
+    "REDUCE_ON",
+    "replica_plan",
+]
+
 REDUCE_ON = ("grad", "delta")
 EXCHANGES = ("auto", "gather")
 

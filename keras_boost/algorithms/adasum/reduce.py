@@ -23,6 +23,21 @@ AdaSum is their mean) are unchanged. `keras_boost.optimizers.AdaSum` says why.
 
 from keras import ops
 
+__all__ = [
+    "adasum",
+    "adasum_reduce",
+    "adasum_tree",
+    "bit_reversed",
+    "combine_halves",
+    "group_mean",
+    "halving_doubling",
+    "halving_levels",
+    "partial_dots",
+    "run_collectives",
+    "simulate_halving_doubling",
+    "split_halves",
+]
+
 
 # Relative slack on the squared norm before `norm_bound` shrinks a result:
 # float rounding must not shrink the combination of identical inputs.

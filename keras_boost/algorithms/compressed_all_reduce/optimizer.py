@@ -29,6 +29,8 @@ from keras_boost import backend as kb_backend
 from keras_boost.algorithms.loss_scaling import all_finite
 from keras_boost.algorithms.adasum import ReplicaCombiner
 
+__all__ = ["CompressedAllReduce", "wire_bytes", "WIRE_DTYPES"]
+
 WIRE_DTYPES = ("bfloat16", "float16")
 
 

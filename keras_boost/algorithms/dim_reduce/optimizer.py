@@ -38,6 +38,8 @@ from keras_boost.algorithms.dim_reduce.pca import trajectory_pca
 from keras_boost.algorithms.optimizer_wrapper import HYPERPARAMETERS
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 
+__all__ = ["DimReduce", "load_basis", "read_basis", "wait_for_basis"]
+
 
 def load_basis(n_components, pca_mat_path=None, weight_load_dir=None, variables=None, chief=True,
                workers=1, timeout=1800, poll_interval=1.0):

@@ -14,6 +14,8 @@ largest magnitude is positive.
 
 import numpy as np
 
+__all__ = ["trajectory_pca"]
+
 
 def trajectory_pca(samples, n_components):
     """Top `n_components` principal directions of `samples` (m x n), as rows.

@@ -17,6 +17,8 @@ from keras_boost.algorithms.dim_reduce.subspace import unflatten
 from keras_boost.algorithms.status import AlgorithmStatus
 from keras_boost.algorithms.step_part import StepPart
 
+__all__ = ["dim_reduce_status", "DimReduceStep"]
+
 
 class DimReduceStep(StepPart):
     """The `StepPart` of the chain's `DimReduce`; logs `line_search_accepted`.

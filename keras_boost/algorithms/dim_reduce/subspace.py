@@ -15,6 +15,16 @@ import math
 
 from keras import ops
 
+__all__ = [
+    "armijo_accepts",
+    "back_project",
+    "bfgs_inverse_update",
+    "flatten",
+    "project",
+    "subspace_step",
+    "unflatten",
+]
+
 
 def project(basis, gradient):
     """Subspace coordinates `P g` of a flat gradient (k,)."""

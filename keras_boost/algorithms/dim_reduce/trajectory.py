@@ -8,6 +8,8 @@ import numpy as np
 
 from keras_boost.atomic_write import atomic_write
 
+__all__ = ["load_trajectory", "MANIFEST", "variables_spec", "WeightTrajectory"]
+
 MANIFEST = "manifest.json"
 
 

@@ -16,6 +16,8 @@ from keras_boost.algorithms.freezing import schedule as freeze_schedule
 from keras_boost.algorithms.freezing.optimizer import FreezeOptimizer
 from keras_boost.validation import check_model
 
+__all__ = ["GradientFreeze"]
+
 
 class GradientFreeze:
     """Builds MindSpore's gradient-freezing groups and schedule for a model.

@@ -14,6 +14,8 @@ import warnings
 from keras_boost.errors import NoEffectWarning
 from keras_boost.algorithms.freezing import schedule as freeze_schedule
 
+__all__ = ["BLOCK_STARTERS", "group_count", "groups_from_blocks", "model_blocks", "variable_blocks"]
+
 # Variables that open a block: the weight matrix of a conv/dense/embedding
 # layer. Biases and normalization parameters join the block before them.
 BLOCK_STARTERS = ("kernel", "depthwise_kernel", "pointwise_kernel", "embeddings")

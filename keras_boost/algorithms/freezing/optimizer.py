@@ -15,6 +15,8 @@ from keras_boost.algorithms.freezing import schedule as freeze_schedule
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 
+__all__ = ["DEFAULT_TABLE_STEPS", "FreezeOpt", "FreezeOptimizer"]
+
 # Length of the schedule table when the run's length is unknown (a plain
 # model's fit). The table is cycled; MindSpore's schedules have the same
 # statistics whatever their length, so nothing is lost by cycling.

@@ -68,6 +68,15 @@ import statistics
 
 import numpy as np
 
+__all__ = [
+    "best_plan_saving",
+    "DepthPlanner",
+    "FreezeDecision",
+    "MIN_SAVING",
+    "PRIOR_DEEPEST_SAVING",
+    "TIMED_CALLS",
+]
+
 # Paired calls per depth after its first (tracing) call; for depth 0, the
 # calls after its first that measure t0 before any other depth runs.
 TIMED_CALLS = 5

@@ -10,6 +10,14 @@ import math
 
 import numpy as np
 
+__all__ = [
+    "CONTINUOUS",
+    "depth_probabilities",
+    "generate_freeze_index_sequence",
+    "INTERVAL",
+    "suffix_groups",
+]
+
 CONTINUOUS = 0  # "00001234": zero_cnt full steps, then depths 1..n-1, repeated
 INTERVAL = 1  # "01020304": full and frozen steps interleaved, random depths
 

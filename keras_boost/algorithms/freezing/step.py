@@ -17,6 +17,8 @@ from keras_boost.algorithms.freezing.optimizer import DEFAULT_TABLE_STEPS
 from keras_boost.algorithms.freezing.planner import DepthPlanner
 from keras_boost.algorithms.step_part import StepPart
 
+__all__ = ["FreezingStep"]
+
 
 class FreezingStep(StepPart):
     """The `StepPart` of a `FreezeOptimizer` in `BoostModel`'s chain.

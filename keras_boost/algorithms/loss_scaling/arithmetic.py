@@ -2,6 +2,18 @@
 
 from keras import ops
 
+__all__ = [
+    "all_finite",
+    "group_all_finite",
+    "GROUP_GROWTH",
+    "GROUP_SHRINK",
+    "scale_gradient",
+    "unscale",
+    "unscale_by_group",
+    "update_group_scales",
+    "update_loss_scale",
+]
+
 
 def all_finite(grads):
     """A boolean scalar: every gradient in `grads` is finite (None skipped)."""

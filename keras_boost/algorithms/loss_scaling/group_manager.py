@@ -28,6 +28,8 @@ from keras_boost.errors import NoEffectWarning
 
 from keras_boost.algorithms.loss_scaling.arithmetic import scale_gradient
 
+__all__ = ["GroupLossScaleManager"]
+
 
 @keras.saving.register_keras_serializable(package="keras_boost")
 class GroupLossScaleManager(keras.layers.Layer):

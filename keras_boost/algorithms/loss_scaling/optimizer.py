@@ -16,6 +16,8 @@ from keras_boost.algorithms.loss_scaling import arithmetic as kb_ops
 from keras_boost.algorithms.loss_scaling.settings import DynamicLossScale
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 
+__all__ = ["DynamicLossScaleOptimizer"]
+
 
 @keras.saving.register_keras_serializable(package="keras_boost")
 class DynamicLossScaleOptimizer(OptimizerWrapper):

@@ -4,6 +4,8 @@ import math
 
 import keras
 
+__all__ = ["DynamicLossScale", "resolve_loss_scale"]
+
 
 @keras.saving.register_keras_serializable(package="keras_boost")
 class DynamicLossScale:

@@ -15,6 +15,8 @@ from keras_boost.algorithms.loss_scaling.group_manager import GroupLossScaleMana
 from keras_boost.algorithms.loss_scaling.settings import resolve_loss_scale
 from keras_boost.algorithms.step_part import StepPart
 
+__all__ = ["group_manager", "GroupLossScaleStep", "LossScaleStep", "model_loss_scale"]
+
 
 def _overflow(finite):
     return 1.0 - keras.ops.cast(finite, "float32")
