@@ -30,8 +30,8 @@ import time
 import keras
 
 from keras_boost import config as config_lib
+from keras_boost.algorithms.precision import PRECISIONS
 from keras_boost.model import BoostModel
-from keras_boost.precision import PRECISIONS
 
 __all__ = ["boost_config_for", "search", "SearchResult"]
 

@@ -92,7 +92,7 @@ def _kept_in_float32(model):
     - weightless output activations (`Activation`, `Softmax`): float32 there
       costs nothing and keeps the probabilities exact.
     """
-    layers = list(keras_private.flatten_layers(model, include_self=False))
+    layers = keras_private.flatten_layers(model, include_self=False)
     mixed = any(layer.dtype_policy.name.startswith("mixed") for layer in layers)
     outputs = _output_layers(model)
     kept = set()

@@ -328,7 +328,8 @@ class PruneLowMagnitude(keras.layers.Wrapper):
 
 
 def _pruned_wrappers(model):
-    return [l for l in keras_private.flatten_layers(model, include_self=False, recursive=True) if isinstance(l, PruneLowMagnitude)]
+    layers = keras_private.flatten_layers(model, include_self=False, recursive=True)
+    return [layer for layer in layers if isinstance(layer, PruneLowMagnitude)]
 
 
 def _check_model(model, what):

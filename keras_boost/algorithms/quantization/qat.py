@@ -87,7 +87,8 @@ class QuantizeAwareDense(keras.layers.Dense):
 
 
 def _qat_layers(model):
-    return [l for l in keras_private.flatten_layers(model, include_self=False, recursive=True) if isinstance(l, QuantizeAwareDense)]
+    layers = keras_private.flatten_layers(model, include_self=False, recursive=True)
+    return [layer for layer in layers if isinstance(layer, QuantizeAwareDense)]
 
 
 def _check_model(model, what):
