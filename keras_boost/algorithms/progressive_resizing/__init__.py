@@ -13,7 +13,7 @@ from keras_boost.algorithms.progressive_resizing import ProgressiveResize, Progr
 inputs = keras.Input((32, 32, 3))
 h = ProgressiveResize()(inputs)
 ...
-model.fit(x, y, epochs=10, callbacks=[ProgressiveResizing(initial_scale=0.5, finish_fraction=0.6)])
+model.fit(x, y, epochs=10, callbacks=[ProgressiveResizing(initial_scale=0.5, finish_fraction="0.6dur")])
 ```
 
 The method card: `docs/methods/progressive_resizing.md`.
