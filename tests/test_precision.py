@@ -46,6 +46,20 @@ def test_with_precision_copies_the_model_in_the_policy(restore_policy, policy, d
     assert with_precision(converted, policy) is converted  # nothing to change
 
 
+def test_with_precision_copies_a_compiled_model_compiled(restore_policy):
+    # The copy comes from the surgeries' shared rebuild: compiled like the
+    # input, nested models converted too, frozen flags kept.
+    inner = plain_model()
+    inner.trainable = False
+    inputs = keras.Input((5,))
+    model = keras.Model(inputs, keras.layers.Dense(2, name="head")(inner(inputs)))
+    model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
+    converted = with_precision(model, "mixed_bfloat16")
+    assert converted.compiled and converted.get_compile_config()["loss"] == model.get_compile_config()["loss"]
+    assert boost.precision.model_policies(converted) == {"mixed_bfloat16"}
+    assert not converted.layers[1].trainable
+
+
 def test_with_precision_refuses_a_subclassed_model_and_bad_policies():
     class Net(keras.Model):
         def __init__(self):
