@@ -2,6 +2,8 @@
 
 import argparse
 
+__all__ = ["number_list", "require_positive"]
+
 
 def require_positive(parser, args, names):
     """`parser.error` for the first of `names` (argparse dests) below 1."""

@@ -28,6 +28,11 @@ import importlib
 import os
 import sys
 
+__all__ = [
+    "BACKENDS", "QUICK", "add_bench_arguments", "build_parser", "check_bench_arguments", "main", "parse_args",
+    "run",
+]
+
 BACKENDS = ("tensorflow", "jax", "torch")
 # `--quick`: one seed of the plain model, its short baseline and O1, in
 # float32, for at most 5 epochs (the quickstart's own: its short baseline

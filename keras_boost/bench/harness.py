@@ -59,6 +59,14 @@ from keras_boost.bench.machine import usable_cpus
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
+__all__ = [
+    "ALGORITHM_CONFIGS", "AccuracyClock", "DEFAULT_VARIANTS", "LEVEL_CONFIGS", "LOSS", "PRECISIONS",
+    "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in", "environment", "interleaved_jobs",
+    "merge_results", "quickstart_augmented_workload", "quickstart_workload", "realistic_workload",
+    "resnet_workload", "run_benchmark", "run_once", "schedule_steps", "short_epochs", "time_to_accuracy",
+    "tiny_workload", "training_dataset", "validate_result", "variant_spec",
+]
+
 # 2: runs in interleaved order with `order`, `started` and `load_average`;
 # workloads with warmup, momentum and weight decay; `environment.cpu_model`.
 RESULT_VERSION = 2

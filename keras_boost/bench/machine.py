@@ -3,6 +3,8 @@
 import os
 import platform
 
+__all__ = ["PRECISION_FLAGS", "cpu_flags", "cpu_model", "usable_cpus"]
+
 
 def usable_cpus():
     """What `nproc` prints: the CPUs this process may run on."""

@@ -44,6 +44,11 @@ from keras_boost.atomic_write import atomic_write
 from keras_boost.bench.harness import time_to_accuracy
 from keras_boost.bench.harness import validate_result
 
+__all__ = [
+    "ACCURACY_DROP", "beats", "load_json", "markdown_table", "median_curve", "paired", "plot", "spread",
+    "summarize", "write_json",
+]
+
 # The baseline's median final accuracy minus this is the accuracy that
 # "time to the baseline's accuracy" measures (0.5 point).
 ACCURACY_DROP = 0.005

@@ -34,6 +34,8 @@ import keras
 
 from keras_boost.datasets import load_mnist_sample
 
+__all__ = ["basic_block", "copy_weights", "mnist_data", "residual_cnn"]
+
 # Short runs (a few hundred steps) on small data: the Keras default momentum
 # of 0.99 leaves the moving statistics far from the data's after so few
 # updates, and test accuracy would then measure BN lag, not training.
