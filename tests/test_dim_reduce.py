@@ -148,8 +148,8 @@ def test_a_worker_waits_for_the_basis_the_chief_writes(tmp_path):
     model, _, _ = least_squares()
     path = tmp_path / "shared.npy"
     basis = np.eye(6, dtype="float32")[:3]
+    start = time.monotonic()  # before the timer starts: it writes 0.2 s after this at the earliest
     timer = _write_later(path, basis, 0.2)
-    start = time.monotonic()
     got = load_basis(3, str(path), variables=model.trainable_variables, chief=False, workers=2,
                      timeout=20, poll_interval=0.02)
     timer.join()
