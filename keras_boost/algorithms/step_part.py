@@ -54,11 +54,12 @@ class StepPart:
 
     def apply(self, step):
         """Stateful update from `step.grads`; sets `step.finite` when the
-        update may be skipped. Returns logs."""
+        update may be skipped. Returns the logs it adds (a dict, or None)."""
         raise NotImplementedError(f"{type(self).__name__} does not own the update")
 
     def stateless_apply(self, step):
-        """Stateless `apply`: sets `step.trainable` and the optimizer values."""
+        """Stateless `apply`: sets `step.trainable`, the optimizer values and
+        `step.finite`, as `apply` does. Returns the logs it adds (a dict, or None)."""
         raise NotImplementedError(f"{type(self).__name__} does not own the update")
 
     def finish(self, step):
