@@ -128,14 +128,12 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
         # Not `super().build`: it would add EMA and accumulator slots here for
         # the inner optimizer's `use_ema` / `gradient_accumulation_steps`
         # (read through this wrapper); the inner optimizer has its own.
-        for i, variable in enumerate(var_list):
-            self._trainable_variables_indices[self._var_key(variable)] = i
-        self._trainable_variables = list(var_list)
+        keras_private.set_optimizer_trained_variables(self, var_list)
         self.built = True
 
     @property
     def variables(self):
-        return self._variables + self.inner_optimizer.variables
+        return keras_private.optimizer_own_variables(self) + self.inner_optimizer.variables
 
     # --- updates -----------------------------------------------------------
 
@@ -172,7 +170,7 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
         # abstractified by JAX).
         optimizer_variables = [_value(v) for v in optimizer_variables]
         trainable_variables = [_value(v) for v in trainable_variables]
-        n_own = len(self._variables)
+        n_own = len(keras_private.optimizer_own_variables(self))
         own, inner = list(optimizer_variables[:n_own]), optimizer_variables[n_own:]
         mapping = list(zip(self.variables, optimizer_variables))
         # Inner optimizer and own variables resolve through this scope.

@@ -32,6 +32,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_boost import keras_private
 from keras_boost import backend as kb_backend
 from keras_boost.ops.noise_scale import squared_global_norm
 from keras_boost.ops.noise_scale import window_gradient_norms
@@ -301,13 +302,13 @@ class GradientAccumulation(OptimizerWrapper):
         return list(self._accumulators)
 
     def _index(self, variable):
-        return self._trainable_variables_indices[self._var_key(variable)]
+        return keras_private.optimizer_variable_index(self, variable)
 
     # --- stateful path (TensorFlow, torch; JAX outside jit) ----------------
 
     def _apply(self, grads, trainable_variables):
         if trainable_variables is None:
-            trainable_variables = self._trainable_variables
+            trainable_variables = keras_private.optimizer_trained_variables(self)
         trainable_variables = list(trainable_variables)
         if len(grads) != len(trainable_variables):
             raise ValueError(
@@ -354,15 +355,15 @@ class GradientAccumulation(OptimizerWrapper):
 
     def _jax_stateful_apply(self, grads, trainable_variables):
         # JAX cannot branch on state inside jit: go through the stateless path.
-        full = [None] * len(self._trainable_variables)
+        full = [None] * len(keras_private.optimizer_trained_variables(self))
         for grad, variable in zip(grads, trainable_variables):
             full[self._index(variable)] = grad
         new_trainable, new_optimizer = self.stateless_apply(
             [v.value for v in self.variables],
             full,
-            [v.value for v in self._trainable_variables],
+            [v.value for v in keras_private.optimizer_trained_variables(self)],
         )
-        for variable, value in zip(self._trainable_variables, new_trainable):
+        for variable, value in zip(keras_private.optimizer_trained_variables(self), new_trainable):
             variable.assign(value)
         for variable, value in zip(self.variables, new_optimizer):
             variable.assign(value)
@@ -370,7 +371,7 @@ class GradientAccumulation(OptimizerWrapper):
     # --- stateless path (JAX) ----------------------------------------------
 
     def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
-        position = {id(v): i for i, v in enumerate(self._variables)}
+        position = {id(v): i for i, v in enumerate(keras_private.optimizer_own_variables(self))}
         acc_pos = [position[id(a)] for a in self._accumulators]
         micro_pos = position[id(self._micro_step)]
         norm_pos = [position[id(v)] for v in self._norm_variables]
@@ -428,7 +429,7 @@ class GradientAccumulation(OptimizerWrapper):
         """
         if not self.built or int(ops.convert_to_numpy(self._micro_step.value)) == 0:
             return False
-        variables = self._trainable_variables
+        variables = keras_private.optimizer_trained_variables(self)
         if keras.backend.backend() == "jax":
             # Eager JAX: the inner optimizer's stateful apply is legal here.
             self._apply_window(variables)

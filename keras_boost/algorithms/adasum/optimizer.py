@@ -66,6 +66,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_boost import keras_private
 from keras_boost import backend as kb_backend
 from keras_boost import config as config_lib
 from keras_boost.errors import NoEffectWarning
@@ -371,7 +372,7 @@ class AdaSum(ReplicaCombiner):
 
     def _apply(self, grads, trainable_variables):
         if trainable_variables is None:
-            trainable_variables = self._trainable_variables
+            trainable_variables = keras_private.optimizer_trained_variables(self)
         trainable_variables = list(trainable_variables)
         seam = kb_backend.current()
         replicas, _, _ = self.layout()

@@ -25,6 +25,7 @@ through and warns once.
 import keras
 from keras import ops
 
+from keras_boost import keras_private
 from keras_boost import backend as kb_backend
 from keras_boost.algorithms.loss_scaling import all_finite
 from keras_boost.algorithms.adasum import ReplicaCombiner
@@ -97,7 +98,7 @@ class CompressedAllReduce(ReplicaCombiner):
                     synchronization="on_read", aggregation="mean",
                     name=f"residual_{variable.name}",
                 )
-                self._track_variable(residual)
+                keras_private.track_optimizer_variable(self, residual)
                 self.residuals.append(residual)
 
     def compress(self, grads, variables):
@@ -119,11 +120,11 @@ class CompressedAllReduce(ReplicaCombiner):
 
     def _residual(self, variable):
         # By variable, not position: BoostModel's freezing applies a subset.
-        return self.residuals[self._trainable_variables_indices[self._var_key(variable)]]
+        return self.residuals[keras_private.optimizer_variable_index(self, variable)]
 
     def _apply(self, grads, trainable_variables):
         if trainable_variables is None:
-            trainable_variables = self._trainable_variables
+            trainable_variables = keras_private.optimizer_trained_variables(self)
         trainable_variables = list(trainable_variables)
         seam = kb_backend.current()
         if self._replicas() == 1:

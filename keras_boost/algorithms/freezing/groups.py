@@ -11,6 +11,7 @@ enough blocks; at the level's default `param_groups` keras_boost keeps that
 
 import warnings
 
+from keras_boost import keras_private
 from keras_boost.errors import NoEffectWarning
 from keras_boost.algorithms.freezing import schedule as freeze_schedule
 
@@ -52,9 +53,10 @@ def model_blocks(model):
     seen, blocks = set(), []
     # Depth-first in tracking order: graph order for functional models,
     # attribute order inside subclassed ones.
-    for layer in model._flatten_layers(include_self=True, recursive=True):
+    for layer in keras_private.flatten_layers(model):
         fresh = [
-            v for v in layer._trainable_variables if id(v) in trainable and id(v) not in seen
+            v for v in keras_private.layer_own_variables(layer, non_trainable=False)
+            if id(v) in trainable and id(v) not in seen
         ]
         if not fresh:
             continue

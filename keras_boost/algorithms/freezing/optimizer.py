@@ -6,6 +6,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_boost import keras_private
 from keras_boost import backend as kb_backend
 from keras_boost import config as config_lib
 from keras_boost.errors import NoEffectWarning
@@ -236,7 +237,7 @@ class FreezeOptimizer(OptimizerWrapper):
         if self._tables is None:
             # NumPy, built once: converting a Python list of ~66k steps on
             # every eager (torch) step would cost more than the step.
-            mask = np.zeros((self.group_count, len(self._trainable_variables)), bool)
+            mask = np.zeros((self.group_count, len(keras_private.optimizer_trained_variables(self))), bool)
             for d, indices in enumerate(self._group_indices):
                 mask[d, indices] = True
             self._tables = (np.asarray(self.schedule_table(), np.int32), mask)
@@ -248,7 +249,7 @@ class FreezeOptimizer(OptimizerWrapper):
     def _frozen_candidates(self):
         """Variable positions that some depth freezes (the rest always train)."""
         always = set.intersection(*(set(g) for g in self._group_indices))
-        return [i for i in range(len(self._trainable_variables)) if i not in always]
+        return [i for i in range(len(keras_private.optimizer_trained_variables(self))) if i not in always]
 
     def _warn_no_saving(self):
         if not self._warned_no_saving:
@@ -269,7 +270,7 @@ class FreezeOptimizer(OptimizerWrapper):
             self.inner_optimizer.apply(grads, trainable_variables)
             return
         self._warn_no_saving()
-        variables = list(trainable_variables or self._trainable_variables)
+        variables = list(trainable_variables or keras_private.optimizer_trained_variables(self))
         depth, trained = self._depth_and_mask(self.freeze_step.value)
         self.freeze_step.assign_add(1)  # after the read: torch assigns in place
         seam = kb_backend.current()
@@ -300,7 +301,7 @@ class FreezeOptimizer(OptimizerWrapper):
             )
             return new_trainable, list(own_variables), new_inner
         self._warn_no_saving()
-        position = next(i for i, v in enumerate(self._variables) if v is self.freeze_step)
+        position = next(i for i, v in enumerate(keras_private.optimizer_own_variables(self)) if v is self.freeze_step)
         step = own_variables[position]
         new_own = list(own_variables)
         new_own[position] = step + 1
@@ -320,7 +321,7 @@ class FreezeOptimizer(OptimizerWrapper):
         return new_trainable, new_own, new_inner
 
     def _stateless_subset_apply(self, inner_variables, grads, trainable):
-        variables = self._trainable_variables
+        variables = keras_private.optimizer_trained_variables(self)
         inner = self.inner_optimizer
         mapping = list(zip(variables, trainable)) + list(zip(inner.variables, inner_variables))
         present = [i for i, g in enumerate(grads) if g is not None]

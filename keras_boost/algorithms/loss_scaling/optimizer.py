@@ -11,6 +11,7 @@ the model's weights keep their plain layout.
 import keras
 from keras import ops
 
+from keras_boost import keras_private
 from keras_boost import backend as kb_backend
 from keras_boost.algorithms.loss_scaling import arithmetic as kb_ops
 from keras_boost.algorithms.loss_scaling.settings import DynamicLossScale
@@ -107,9 +108,10 @@ class DynamicLossScaleOptimizer(OptimizerWrapper):
 
     def stateless_apply_and_check(self, optimizer_variables, grads, trainable_variables):
         """`stateless_apply`, also returning the (all-replica) finite flag."""
-        own = len(self._variables)
-        scale_pos = next(i for i, v in enumerate(self._variables) if v is self.dynamic_scale)
-        steps_pos = next(i for i, v in enumerate(self._variables) if v is self.good_steps)
+        own_variables = keras_private.optimizer_own_variables(self)
+        own = len(own_variables)
+        scale_pos = next(i for i, v in enumerate(own_variables) if v is self.dynamic_scale)
+        steps_pos = next(i for i, v in enumerate(own_variables) if v is self.good_steps)
         optimizer_variables = list(optimizer_variables)
         scale, good_steps = optimizer_variables[scale_pos], optimizer_variables[steps_pos]
         inner = optimizer_variables[own:]
