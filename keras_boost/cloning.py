@@ -23,7 +23,7 @@ import keras
 
 from keras_boost import keras_private
 from keras_boost.auto_boost import AutoBoost
-from keras_boost.precision import model_policies
+from keras_boost.algorithms.precision import model_policies
 
 __all__ = ["graph_copy_source", "note_graph_run", "settings_of_copy"]
 

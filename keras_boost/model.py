@@ -7,9 +7,8 @@ The step composes the step parts of the compiled chain (see
     train -> the update (its owner's, e.g. the loss scaler's skip on
     overflow, else `optimizer.apply`) -> each part's counters and logs
 
-With no part (O0 in float32) the step is Keras' own. `keras_boost.backend`
-holds what each backend forces (TensorFlow's tape, torch autograd, and
-JAX's stateless twin of this composer).
+With no part (O0 in float32) the step is Keras' own. `keras_boost.backend` holds what
+each backend forces (TF's tape, torch autograd, JAX's stateless twin of this composer).
 """
 
 import warnings
@@ -85,6 +84,7 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
     """
 
     precision_choice = None  # set by from_model when "auto" measured it
+    handles_clone_model = True  # its constructor recognises clones (keras_boost.cloning)
 
     def __init__(self, *args, boost_level="O0", boost_config_dict=None, loss_scale="auto",
                  precision_choice=None, **kwargs):

@@ -25,13 +25,13 @@ from keras_boost.algorithms.loss_scaling import model_loss_scale
 from keras_boost.algorithms.optimizer_wrapper import find_in_chain
 from keras_boost.algorithms.step_part import update_owner
 from keras_boost.errors import NoEffectWarning
-from keras_boost.layers.fused_batch_norm import FusedBatchNormalization
+from keras_boost.algorithms.fused_batch_norm import FusedBatchNormalization
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
-from keras_boost.optimizers.centralization import exclude_grouped_kernels
-from keras_boost.precision import PrecisionChoice
-from keras_boost.precision import model_policies
-from keras_boost.surgery import find_less_bn
-from keras_boost.surgery.less_bn import REPORT_ATTR
+from keras_boost.algorithms.centralization import exclude_grouped_kernels
+from keras_boost.algorithms.precision import PrecisionChoice
+from keras_boost.algorithms.precision import model_policies
+from keras_boost.algorithms.less_bn import find_less_bn
+from keras_boost.algorithms.less_bn import REPORT_ATTR
 
 __all__ = ["carry_surgery_report", "choice_from_config", "model_loss_scale", "prepare_compile", "step_parts_for",
            "summary_line", "warn_unapplied"]

@@ -21,7 +21,7 @@ Each backend module exposes the same small functions that
 - `global_batch_sum(tensors)` (TensorFlow and torch): DimReduce's loss and
   gradient of the global batch from the per-replica ones (identity on one
   replica);
-- `fused_batch_norm(x, gamma, beta, epsilon)` (TensorFlow and torch; JAX has
+- `training_batch_norm(x, gamma, beta, epsilon)` (TensorFlow and torch; JAX has
   none, XLA fuses): one training-mode batch-norm kernel, returning the output,
   the batch mean and the biased batch variance (`FusedBatchNormalization`);
 - TensorFlow only, for AdaSum and CompressedAllReduce: `in_replica_context()`,

@@ -21,7 +21,7 @@ __all__ = [
     "assign_where",
     "distributed_logs",
     "first_local_batch",
-    "fused_batch_norm",
+    "training_batch_norm",
     "global_batch_sum",
     "in_replica_context",
     "is_chief",
@@ -318,7 +318,7 @@ def static_value(x):
     return None if value is None else int(value)
 
 
-def fused_batch_norm(x, gamma, beta, epsilon):
+def training_batch_norm(x, gamma, beta, epsilon):
     """Training-mode batch norm of a channels-last 4-D float32 `x` in one
     `FusedBatchNormV3` op (and one `FusedBatchNormGradV3` backward).
 

@@ -12,7 +12,7 @@ __all__ = [
     "apply_if",
     "assign_where",
     "distributed_logs",
-    "fused_batch_norm",
+    "training_batch_norm",
     "global_batch_sum",
     "loss_and_grads",
     "replica_layout",
@@ -88,7 +88,7 @@ def worker_role():
     return True, 1
 
 
-def fused_batch_norm(x, gamma, beta, epsilon):
+def training_batch_norm(x, gamma, beta, epsilon):
     """Training-mode batch norm of a channels-last 4-D float32 `x` in one
     `torch.nn.functional.batch_norm` call (one kernel forward and backward).
 

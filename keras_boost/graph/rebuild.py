@@ -157,15 +157,21 @@ def _same_class(model, new):
 
     `clone_model` calls `cls(inputs, outputs, name=...)`, which would reset
     the subclass's extra constructor arguments (e.g. `boost_level`) to their
-    defaults; they are read back from the original's `get_config`.
+    defaults; they are read back from the original's `get_config`. A class
+    whose constructor recognises a clone itself (`handles_clone_model`, as
+    `BoostModel` does, which also records a copy's own precision) is kept
+    as `clone_model` made it.
     """
     cls = type(model)
     if cls is keras_private.Functional or cls.get_config is keras_private.Functional.get_config:
         return new
     extra = {k: v for k, v in model.get_config().items() if k not in _FUNCTIONAL_KEYS}
-    if not extra:
+    if getattr(cls, "handles_clone_model", False) and type(new) is cls:
+        rebuilt = new
+    elif not extra:
         return new
-    rebuilt = cls(new.inputs, new.outputs, name=model.name, **extra)
+    else:
+        rebuilt = cls(new.inputs, new.outputs, name=model.name, **extra)
     if model.compiled:
         rebuilt.compile_from_config(model.get_compile_config())
     return rebuilt

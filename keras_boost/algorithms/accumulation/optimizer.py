@@ -34,8 +34,8 @@ from keras import ops
 
 from keras_boost import keras_private
 from keras_boost import backend as kb_backend
-from keras_boost.ops.noise_scale import squared_global_norm
-from keras_boost.ops.noise_scale import window_gradient_norms
+from keras_boost.algorithms.batch_size import squared_global_norm
+from keras_boost.algorithms.batch_size import window_gradient_norms
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import find_in_chain
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain

@@ -45,7 +45,7 @@ class FusedBatchNormalization(keras.layers.BatchNormalization):
     @staticmethod
     def fused_kernel_available():
         """Whether this backend has a fused kernel (TensorFlow, PyTorch)."""
-        return hasattr(kb_backend.current(), "fused_batch_norm")
+        return hasattr(kb_backend.current(), "training_batch_norm")
 
     @staticmethod
     def kernel_fits(layer, ndim):
@@ -71,7 +71,7 @@ class FusedBatchNormalization(keras.layers.BatchNormalization):
         channels = x.shape[-1]
         gamma = ops.cast(self.gamma, "float32") if self.scale else ops.ones((channels,), "float32")
         beta = ops.cast(self.beta, "float32") if self.center else ops.zeros((channels,), "float32")
-        outputs, mean, variance = kb_backend.current().fused_batch_norm(x, gamma, beta, self.epsilon)
+        outputs, mean, variance = kb_backend.current().training_batch_norm(x, gamma, beta, self.epsilon)
         # Keras' update, term for term (moving = moving * m + batch * (1 - m)).
         self.moving_mean.assign(self.moving_mean * self.momentum + mean * (1.0 - self.momentum))
         self.moving_variance.assign(
