@@ -38,7 +38,7 @@ SEED = 1234
 def _params(entry_point, keep=lambda p: True):
     """(program, level) pairs for `entry_point`, as ids "name-level"."""
     return [
-        pytest.param(p, level, id=f"{p.name}-{level}")
+        pytest.param(p, level, id=f"{p.name}-{level}", marks=[pytest.mark.slow] if p.slow else [])
         for p in PROGRAMS.values()
         if (p.entry_points is None or entry_point in p.entry_points) and keep(p)
         for level in p.levels

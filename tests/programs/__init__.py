@@ -29,25 +29,13 @@ _logits_classifier = functools.partial(
 )
 
 _regressor = functools.partial(compile_with, loss="mse", metrics=["mae"])
-# keras.applications models train at O1 through BoostModel.from_model alone
-# (the surgery, the step, saving and resuming on their graphs): each of their
-# compiled steps costs 20-100 s on 2 busy CPU cores, and what O0 and the other
-# entry points check does not depend on the graph (the small programs check it).
-_APPLICATION = dict(entry_points=frozenset({"boost_model"}), levels=("O1",))
-# The MobileNets run on every backend (JAX's step, TF's and torch's fused BN
-# kernels, on rebuilt application graphs); the bigger graphs only where
-# their compiles keep the programs of issue 28 within about 3 minutes per
-# backend on 2 CPU cores: each would add 2-4.5 minutes on JAX (initializer
-# and XLA compiles), and TF's two traces take EfficientNetB0 and
-# DenseNet121 100-155 s.
-_NOT_ON_JAX = dict(
-    backends=frozenset({"tensorflow", "torch"}),
-    skip_reason="2-4.5 min per model on JAX on 2 CPU cores (initializer and XLA compiles)",
-)
-_TORCH_ONLY = dict(
-    backends=frozenset({"torch"}),
-    skip_reason="100-155 s on TF (two traces of its train step) and 2-4.5 min on JAX, on 2 CPU cores",
-)
+# keras.applications models train through BoostModel.from_model alone, at
+# O0 (against plain Keras) and O1 (the surgery, the step, saving and
+# resuming on their graphs), on every backend: each compiled step of the
+# bigger graphs costs 20-40 s on 2 CPU cores (XLA compiles on JAX and TF,
+# see conftest.py), so those three are `slow` (out of the fast lane).
+_APPLICATION = dict(entry_points=frozenset({"boost_model"}))
+_BIG_APPLICATION = dict(_APPLICATION, slow=True)
 
 PROGRAMS = {
     p.name: p
@@ -116,12 +104,11 @@ PROGRAMS = {
                 **_APPLICATION),
         Program("app_mobilenet_v3_small", applications.mobilenet_v3_small, _logits_classifier,
                 less_bn_target=True, **_APPLICATION),
-        Program("app_resnet50_v2", applications.resnet50_v2, _logits_classifier, **_APPLICATION,
-                **_NOT_ON_JAX),
-        Program("app_efficientnet_b0", applications.efficientnet_b0, _logits_classifier, **_APPLICATION,
-                **_TORCH_ONLY),
+        Program("app_resnet50_v2", applications.resnet50_v2, _logits_classifier, **_BIG_APPLICATION),
+        Program("app_efficientnet_b0", applications.efficientnet_b0, _logits_classifier,
+                **_BIG_APPLICATION),
         Program("app_densenet121", applications.densenet121, _logits_classifier, less_bn_target=True,
-                **_APPLICATION, **_TORCH_ONLY),
+                **_BIG_APPLICATION),
     ]
 }
 
