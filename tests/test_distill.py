@@ -34,6 +34,7 @@ def teacher(mnist):
     return model
 
 
+@pytest.mark.slow  # trains to compare accuracies: seconds
 def test_distillation_improves_a_small_student(mnist, teacher):
     """A 16-unit student on 300 labelled images: alone vs distilled from a 256-unit teacher."""
     (x, y), (x_test, y_test) = mnist

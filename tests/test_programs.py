@@ -29,6 +29,7 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
+from programs import FAST_LANE
 from programs import PROGRAMS
 from programs.base import predict
 
@@ -38,7 +39,7 @@ SEED = 1234
 def _params(entry_point, keep=lambda p: True):
     """(program, level) pairs for `entry_point`, as ids "name-level"."""
     return [
-        pytest.param(p, level, id=f"{p.name}-{level}", marks=[pytest.mark.slow] if p.slow else [])
+        pytest.param(p, level, id=f"{p.name}-{level}", marks=[] if p.name in FAST_LANE else [pytest.mark.slow])
         for p in PROGRAMS.values()
         if (p.entry_points is None or entry_point in p.entry_points) and keep(p)
         for level in p.levels

@@ -54,6 +54,7 @@ def accuracy(model):
     return float(np.mean(np.argmax(model.predict(x, verbose=0, batch_size=512), 1) == y))
 
 
+@pytest.mark.slow  # trains to compare accuracies: seconds
 def test_qat_then_int8_beats_plain_ptq_int8():
     float_model = train(outlier_model())
     float_acc = accuracy(float_model)

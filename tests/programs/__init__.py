@@ -29,13 +29,15 @@ _logits_classifier = functools.partial(
 )
 
 _regressor = functools.partial(compile_with, loss="mse", metrics=["mae"])
-# keras.applications models train through BoostModel.from_model alone, at
-# O0 (against plain Keras) and O1 (the surgery, the step, saving and
-# resuming on their graphs), on every backend: each compiled step of the
-# bigger graphs costs 20-40 s on 2 CPU cores (XLA compiles on JAX and TF,
-# see conftest.py), so those three are `slow` (out of the fast lane).
+# keras.applications models train through BoostModel.from_model alone, on
+# every backend: the MobileNets at O0 (against plain Keras) and O1, the
+# bigger graphs at O1 (the surgery, the step, saving and resuming on their
+# graphs). Their O0 runs would add 75-160 s each on 2 CPU cores (three
+# compiles of a 20-40 s step, with XLA's cheap passes: see conftest.py) to
+# check what does not depend on the graph: O0's step (the small programs
+# check it on every graph shape).
 _APPLICATION = dict(entry_points=frozenset({"boost_model"}))
-_BIG_APPLICATION = dict(_APPLICATION, slow=True)
+_BIG_APPLICATION = dict(_APPLICATION, levels=("O1",))
 
 PROGRAMS = {
     p.name: p
@@ -112,4 +114,9 @@ PROGRAMS = {
     ]
 }
 
-__all__ = ["Data", "PROGRAMS", "Program"]
+# The programs of the fast lane (`-m "not slow"`): a BN CNN, an `h + inputs`
+# residual MLP and a transformer, through every entry point; the others
+# (seconds each, minutes for keras.applications) run in the full suite.
+FAST_LANE = frozenset({"convnet", "residual_mlp", "transformer"})
+
+__all__ = ["Data", "FAST_LANE", "PROGRAMS", "Program"]

@@ -72,7 +72,6 @@ class Program:
         entry_points: the keras_boost entry points it is trained through
             (`wrap`, `auto_boost`, `boost_model`; None: all three).
         levels: the levels it is trained at.
-        slow: marked `slow` (out of the fast lane, `-m "not slow"`).
         policy: global dtype policy for the whole test (restored after).
         rtol, atol: tolerance of "equals plain Keras" at O0.
     """
@@ -91,7 +90,6 @@ class Program:
     skip_reason: str = ""
     entry_points: frozenset = None
     levels: tuple = ("O0", "O1")
-    slow: bool = False
     policy: str = None
     rtol: float = 1e-5
     atol: float = 1e-6
