@@ -33,7 +33,7 @@ _EXPORTS = {
     "copy_weights": "keras_boost.bench.workloads",
     "mnist_data": "keras_boost.bench.workloads",
     "residual_cnn": "keras_boost.bench.workloads",
-    "Workload": "keras_boost.bench.harness",
+    "Workload": "keras_boost.bench.recipe",
 }
 __all__ = sorted(_EXPORTS)
 
