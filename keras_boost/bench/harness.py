@@ -330,6 +330,9 @@ def _optimizer(workload, total_steps, warmup_steps=0):
         )
     else:
         schedule = keras.optimizers.schedules.CosineDecay(workload.learning_rate, max(total_steps, 1))
+    if workload.optimizer == "adamw":
+        return keras.optimizers.AdamW(schedule, beta_1=workload.momentum,
+                                      weight_decay=workload.weight_decay or 0.0)
     return keras.optimizers.SGD(schedule, momentum=workload.momentum, weight_decay=workload.weight_decay)
 
 

@@ -7,7 +7,9 @@ the workloads themselves live in `harness` (the MNIST CNNs) and in
 
 import dataclasses
 
-__all__ = ["Workload"]
+__all__ = ["OPTIMIZERS", "Workload"]
+
+OPTIMIZERS = ("sgd", "adamw")
 
 
 @dataclasses.dataclass
@@ -28,7 +30,10 @@ class Workload:
             before the cosine decay, in epochs (may be fractional; 0: none).
             `baseline-short` rescales it with the rest of the schedule.
         momentum: SGD momentum.
-        weight_decay: SGD's `weight_decay` (None: none).
+        weight_decay: the optimizer's `weight_decay` (None: none).
+        optimizer: `"sgd"` (SGD with `momentum`, the CNN recipes) or
+            `"adamw"` (AdamW with `beta_1=momentum`, as transformers are
+            trained); both follow the warmup and cosine schedule.
 
     Example:
 
@@ -49,6 +54,7 @@ class Workload:
     warmup_epochs: float = 0.0
     momentum: float = 0.9
     weight_decay: float = None
+    optimizer: str = "sgd"
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -72,3 +78,5 @@ class Workload:
             raise ValueError(f"Workload momentum must be in [0, 1), got {self.momentum!r}.")
         if self.weight_decay is not None and not self.weight_decay >= 0:
             raise ValueError(f"Workload weight_decay must be None or >= 0, got {self.weight_decay!r}.")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"Workload optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}.")
