@@ -21,6 +21,7 @@ from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.algorithms.centralization import exclude_grouped_kernels
 from keras_boost.algorithms.precision import choose_precision
 from keras_boost.algorithms.precision import resolve_precision
+from keras_boost.algorithms.fused_batch_norm import FusedBatchNormalization
 from keras_boost.algorithms.fused_batch_norm import fuse_batch_norm
 from keras_boost.algorithms.less_bn import REPORT_ATTR
 from keras_boost.algorithms.less_bn import less_bn_for_config
@@ -154,6 +155,10 @@ class AutoBoost:
                 NoEffectWarning,
                 stacklevel=4,
             )
+            return model
+        if self._config["boost"]["mode"] == "auto" and not FusedBatchNormalization.fused_kernel_available():
+            # The level turned it on, not the user: a backend without the
+            # kernel (JAX: XLA fuses already) is no news worth a warning.
             return model
         report = getattr(model, REPORT_ATTR, None)
         model = fuse_batch_norm(model)

@@ -239,3 +239,23 @@ def test_o1_fuses_the_bns_less_bn_keeps_and_keeps_its_report():
     assert kinds.count("BatchNormalization" if FUSED_BACKEND else "FusedBatchNormalization") == 0
     assert boost.AutoBoost("O1").enabled == ["less_bn", "grad_freeze", "fused_batch_norm"]
     assert boost.surgery.count_batch_norms(model) == 9  # the input is untouched
+
+
+def test_a_level_fuses_quietly_where_the_backend_has_no_kernel():
+    # O1 turns fused_batch_norm on; on JAX it cannot act, and only a user who
+    # asked for it by name (manual mode) hears so.
+    model = conv_bn_model(keras.layers.BatchNormalization)
+    optimizer = keras.optimizers.SGD(0.1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        boost.AutoBoost("O1").network_auto_process_train(model, optimizer)
+    assert not [w for w in caught if "fuse_batch_norm" in str(w.message)]
+    manual = boost.AutoBoost("O0", {"boost": {"mode": "manual", "fused_batch_norm": True}})
+    if FUSED_BACKEND:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", boost.NoEffectWarning)
+            fused, _ = manual.network_auto_process_train(model, optimizer)
+        assert any(isinstance(layer, FusedBatchNormalization) for layer in fused.layers)
+    else:
+        with pytest.warns(boost.NoEffectWarning, match="XLA already fuses"):
+            manual.network_auto_process_train(model, optimizer)

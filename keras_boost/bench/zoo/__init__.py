@@ -4,8 +4,25 @@
 `keras_boost.bench.harness.WORKLOADS` includes them, so
 `keras-boost bench --workload NAME` runs them. Nothing downloads: the data
 are made in the package or come from its embedded MNIST sample.
+
+- `applications` (MobileNetV2), `applications-efficientnetb0`,
+  `applications-resnet50v2`: keras.applications models from scratch on
+  32x32 colored digits (`zoo.applications`).
+- `finetune`: keras.io's transfer-learning flow, a ResNet-14 base
+  pretrained on the digits 0-4 then a new head and its top fine-tuned on
+  the digits 5-9, in two phases (`zoo.finetune`).
 """
+
+import functools
+
+from keras_boost.bench.zoo.applications import applications_workload
+from keras_boost.bench.zoo.finetune import finetune_workload
 
 __all__ = ["WORKLOADS"]
 
-WORKLOADS = {}
+WORKLOADS = {
+    "applications": applications_workload,
+    "applications-efficientnetb0": functools.partial(applications_workload, "EfficientNetB0"),
+    "applications-resnet50v2": functools.partial(applications_workload, "ResNet50V2"),
+    "finetune": finetune_workload,
+}
