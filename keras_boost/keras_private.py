@@ -24,6 +24,7 @@ import contextlib
 import inspect
 
 import keras
+from keras.src.backend.common import masking as _masking
 from keras.src.losses import loss as _loss_module
 from keras.src.models.functional import Functional
 from keras.src.trainers.data_adapters import data_adapter_utils as _data_adapter_utils
@@ -35,6 +36,7 @@ __all__ = [
     "GraphRunHooks",
     "attention_projections",
     "calling_model",
+    "compile_arguments",
     "call_has_training_arg",
     "compute_loss",
     "distribute_strategy",
@@ -44,6 +46,7 @@ __all__ = [
     "inbound_node",
     "is_functional",
     "keras_history_operation",
+    "keras_mask",
     "layer_own_variables",
     "layer_raw_variable",
     "loss_tracker",
@@ -194,6 +197,13 @@ def inbound_node(tensor):
     return history.operation._inbound_nodes[history.node_index]
 
 
+def keras_mask(tensor):
+    """The Keras mask attached to `tensor` (symbolic or eager), or None
+    (`keras.src.backend.common.masking.get_keras_mask`, `tensor._keras_mask`):
+    a graph split where a masked tensor crosses would drop the mask."""
+    return _masking.get_keras_mask(tensor)
+
+
 class GraphRunHooks:
     """Mixin for a `keras.Model` subclass: public hooks around two private
     `Functional` / `Trainer` methods.
@@ -264,6 +274,16 @@ def calling_model(predicate):
 
 
 # --- the trainer --------------------------------------------------------------
+
+
+def compile_arguments(model):
+    """The arguments `model.compile` was given, as given (`Trainer
+    ._compile_config.config`: the optimizer, loss, metrics... objects
+    themselves), or `{}` before `compile`. The public `get_compile_config`
+    serializes them, and deserializing makes new objects: compiling a second
+    model that trains the same variables needs the same optimizer."""
+    config = getattr(model, "_compile_config", None) if model.compiled else None
+    return dict(config.config) if config is not None else {}
 
 
 def compute_loss(model, x, y, y_pred, sample_weight, training=True):

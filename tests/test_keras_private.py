@@ -135,6 +135,25 @@ def test_keras_history_operation_and_inbound_node():
     assert keras_private.inbound_node(np.ones(2)) is None
 
 
+def test_keras_mask():
+    inputs = keras.Input((4,), dtype="int32")
+    embedded = keras.layers.Embedding(5, 2, mask_zero=True)(inputs)
+    assert keras_private.keras_mask(embedded) is not None
+    assert keras_private.keras_mask(inputs) is None
+    eager = keras.layers.Embedding(5, 2, mask_zero=True)(np.array([[1, 0]]))
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(keras_private.keras_mask(eager)), [[True, False]])
+
+
+def test_compile_arguments():
+    model = _model()
+    assert keras_private.compile_arguments(model) == {}
+    loss = keras.losses.MeanSquaredError()
+    model.compile(optimizer="sgd", loss=loss, metrics=["mae"], loss_weights=[2.0])
+    given = keras_private.compile_arguments(model)
+    assert given["loss"] is loss and given["metrics"] == ["mae"] and given["loss_weights"] == [2.0]
+    assert given["optimizer"] is model.optimizer
+
+
 def test_graph_run_hooks():
     seen = []
 
