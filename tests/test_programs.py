@@ -187,6 +187,30 @@ def test_auto_boost(program, level, tmp_path, tmp_path_factory):
         assert batch_norms(model) < batch_norms(original)
 
 
+# The keras.applications graphs that `STANDARD` trains at O1 only.
+BIG_APPLICATIONS = [
+    pytest.param(p, id=p.name) for p in PROGRAMS.values() if "O0" not in p.levels and p.name.startswith("app_")
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("program", BIG_APPLICATIONS, indirect=True)
+def test_big_applications_at_o0_train_like_plain_keras(program, tmp_path):
+    # O0 on the big graphs, uncompiled on both sides (`jit_compile = False`):
+    # the same check as `test_boost_model_fit_save_load_resume`'s O0 without
+    # the 20-40 s XLA compilation of each of the three steps (saving and
+    # resuming on these graphs are checked at O1).
+    runs = []
+    for boosted in (False, True):
+        model, data = build(program)
+        if boosted:
+            model = boost.BoostModel.from_model(model, boost_level="O0")
+        program.compile(model, optimizer=program.optimizer())
+        model.jit_compile = False
+        runs.append(fit(program, model, data, tmp_path / str(boosted)))
+    assert_same_training(program, runs[1], runs[0])
+
+
 @pytest.mark.parametrize("program, level", STANDARD, indirect=["program"])
 def test_boost_model_fit_save_load_resume(program, level, tmp_path, tmp_path_factory):
     original, data = build(program)

@@ -31,11 +31,11 @@ _logits_classifier = functools.partial(
 _regressor = functools.partial(compile_with, loss="mse", metrics=["mae"])
 # keras.applications models train through BoostModel.from_model alone, on
 # every backend: the MobileNets at O0 (against plain Keras) and O1, the
-# bigger graphs at O1 (the surgery, the step, saving and resuming on their
-# graphs). Their O0 runs would add 75-160 s each on 2 CPU cores (three
-# compiles of a 20-40 s step, with XLA's cheap passes: see conftest.py) to
-# check what does not depend on the graph: O0's step (the small programs
-# check it on every graph shape).
+# bigger graphs at O1 here (the surgery, the step, saving and resuming on
+# their graphs) and at O0 uncompiled in
+# `test_big_applications_at_o0_train_like_plain_keras`: their compiled O0 runs
+# would add 75-160 s each on 2 CPU cores (three compiles of a 20-40 s step,
+# with XLA's cheap passes: see conftest.py).
 _APPLICATION = dict(entry_points=frozenset({"boost_model"}))
 _BIG_APPLICATION = dict(_APPLICATION, levels=("O1",))
 
