@@ -535,6 +535,101 @@ def test_workload_and_schedule_validation():
         harness.run_benchmark(workload, ["baseline"], ["float32"], seeds=0, progress=False)
 
 
+# --- two-phase (fine-tuning) workloads -----------------------------------------------
+
+
+def _dense_fine_tune_workload(epochs=5, fine_tune_epochs=3, **kwargs):
+    """A frozen nested Dense base under a new head; phase 2 trains its top."""
+
+    def build(seed):
+        init = [keras.initializers.GlorotUniform(seed=seed * 10 + i) for i in range(3)]
+        inputs = keras.Input((6,))
+        h = keras.layers.Dense(8, activation="relu", kernel_initializer=init[0], name="low")(inputs)
+        h = keras.layers.Dense(8, activation="relu", kernel_initializer=init[1], name="top")(h)
+        base = keras.Model(inputs, h, name="base")
+        base.trainable = False
+        x = keras.Input((6,))
+        outputs = keras.layers.Dense(3, kernel_initializer=init[2], name="head")(base(x, training=False))
+        return keras.Model(x, outputs, name="dense_fine_tune")
+
+    def data():
+        rng = np.random.default_rng(0)
+        x = rng.normal(size=(64, 6)).astype("float32")
+        y = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 0).astype("int32")
+        return (x[:48], y[:48]), (x[48:], y[48:])
+
+    fine_tune = harness.FineTune(fine_tune_epochs, 0.01, ["top"], **kwargs)
+    return harness.Workload("dense-fine-tune", build, data, epochs=epochs, batch_size=16, learning_rate=0.1,
+                            target=0.5, fine_tune=fine_tune)
+
+
+def test_fine_tune_validation_names_the_bad_value():
+    build, data = harness.tiny_workload().build, harness.tiny_workload().data
+    with pytest.raises(ValueError, match="FineTune epochs must be an int >= 1, got 0"):
+        harness.FineTune(0, 0.01, ["top"])
+    with pytest.raises(ValueError, match="FineTune learning_rate must be > 0, got -1"):
+        harness.FineTune(1, -1, ["top"])
+    with pytest.raises(ValueError, match="FineTune layers must be a non-empty sequence of layer names, got 'top'"):
+        harness.FineTune(1, 0.01, "top")
+    with pytest.raises(ValueError, match=r"FineTune warmup_epochs must be in \[0, epochs=2\), got 2"):
+        harness.FineTune(2, 0.01, ["top"], warmup_epochs=2)
+    fine_tune = harness.FineTune(3, 0.01, ["top"])
+    with pytest.raises(ValueError, match="epochs=3 must exceed fine_tune.epochs=3: the first phase"):
+        harness.Workload("w", build, data, epochs=3, fine_tune=fine_tune)
+    with pytest.raises(ValueError, match=r"warmup_epochs must be in \[0, the first phase's 2 epochs\), got 2"):
+        harness.Workload("w", build, data, epochs=5, warmup_epochs=2, fine_tune=fine_tune)
+    with pytest.raises(TypeError, match="fine_tune must be None or a FineTune, got 3"):
+        harness.Workload("w", build, data, fine_tune=3)
+    model = _dense_fine_tune_workload().build(0)
+    with pytest.raises(ValueError, match=r"'nope' is not a layer of model 'dense_fine_tune'; its layers: \["):
+        harness.FineTune(1, 0.01, ["top"], base="nope").unfreeze(model)
+    with pytest.raises(ValueError, match=r"layers \['topp'\] are not layers of base 'base'; its layers: \["):
+        harness.FineTune(1, 0.01, ["topp"]).unfreeze(model)
+
+
+def test_fine_tune_unfreezes_only_its_layers_of_the_base():
+    workload = _dense_fine_tune_workload()
+    model = workload.build(0)
+    assert {v.path for v in model.trainable_variables} == {"head/kernel", "head/bias"}
+    workload.fine_tune.unfreeze(model)
+    assert {v.path for v in model.trainable_variables} == {"head/kernel", "head/bias", "top/kernel", "top/bias"}
+    assert workload.fine_tune.layers == ("top",)  # a list becomes a tuple
+
+
+def test_phase_epochs_rescale_both_phases():
+    workload = _dense_fine_tune_workload(epochs=10, fine_tune_epochs=6)
+    assert harness.phase_epochs(workload) == [4, 6]
+    assert harness.phase_epochs(workload, 0.8) == [3, 5]  # 8 epochs; round(4.8) = 5 fine-tuning
+    assert harness.phase_epochs(workload, 0.2) == [1, 1]
+    assert harness.phase_epochs(_dense_fine_tune_workload(epochs=5, fine_tune_epochs=4), 0.5) == [1, 1]
+    assert harness.phase_epochs(harness.tiny_workload()) == [2]
+    with pytest.raises(ValueError, match="would train 1 epoch, too few for its two phases"):
+        harness.phase_epochs(workload, 0.1)
+    with pytest.raises(ValueError, match="too few for its two phases"):  # before any run
+        harness.run_benchmark(workload, ["baseline-short"], ["float32"], short_ratio=0.1, progress=False)
+
+
+def test_two_phase_runs_record_one_point_per_epoch_and_merge_from_json():
+    workload = _dense_fine_tune_workload(warmup_epochs=1.0)
+    kwargs = dict(progress=False, burn_in_fit=False, short_ratio=0.6)
+    result = harness.run_benchmark(workload, ["baseline", "baseline-short"], ["float32"], **kwargs)
+    harness.validate_result(result)
+    runs = {r["variant"]: r for r in result["runs"]}
+    assert runs["baseline"]["phases"] == [2, 3] and runs["baseline-short"]["phases"] == [1, 2]
+    for run in runs.values():
+        times = [t for t, _ in run["curve"]]
+        assert len(times) == run["epochs"] == sum(run["phases"]) and times == sorted(times)
+    assert "freeze_depths" not in runs["baseline"]
+    # The recipe in JSON types: a result read back merges with a new one.
+    assert result["workload"]["fine_tune"] == {"epochs": 3, "learning_rate": 0.01, "layers": ["top"],
+                                               "base": "base", "warmup_epochs": 1.0}
+    assert "fine_tune" not in harness.workload_record(harness.tiny_workload())
+    later = harness.run_benchmark(workload, ["baseline"], ["float32"], first_seed=1, **kwargs)
+    merged = harness.merge_results(json.loads(json.dumps(result)), later)
+    assert [(r["variant"], r["seed"]) for r in merged["runs"]] == [
+        ("baseline", 0), ("baseline-short", 0), ("baseline", 1)]
+
+
 @pytest.mark.slow
 def test_adasum_benchmark_runs_and_reports(tmp_path):
     if keras.backend.backend() != "tensorflow":

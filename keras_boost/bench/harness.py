@@ -19,6 +19,13 @@ never silently dropped; AdaSum variants run (on one replica AdaSum is the
 identity, which their record notes; `python -m benchmarks.adasum`
 measures it on N replicas).
 
+A workload with a `FineTune` (transfer learning) runs in two phases in
+every variant: the head on the frozen base, then, after unfreezing the
+base's top and recompiling with a fresh optimizer (a boost variant's
+`BoostModel` wraps it in its level's chain), the fine-tuning; the clock
+runs through both, recompilation included, and `baseline-short` shortens
+both (see `phase_epochs`).
+
 Runs are interleaved (`interleaved_jobs`): seed-major, every (precision,
 variant) of a seed in turn, in reverse order on every other seed, so that
 a drift of the machine's speed (another job starting, thermal limits) hits
@@ -43,6 +50,7 @@ import copy
 import dataclasses
 import datetime
 import importlib
+import itertools
 import json
 import math
 import os
@@ -56,17 +64,18 @@ import numpy as np
 import keras_boost as boost
 from keras_boost.bench.machine import cpu_model
 from keras_boost.bench.machine import usable_cpus
+from keras_boost.bench.recipe import FineTune
 from keras_boost.bench.recipe import Workload
 from keras_boost.bench import zoo
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
 __all__ = [
-    "ALGORITHM_CONFIGS", "AccuracyClock", "DEFAULT_VARIANTS", "LEVEL_CONFIGS", "LOSS", "PRECISIONS",
+    "ALGORITHM_CONFIGS", "AccuracyClock", "DEFAULT_VARIANTS", "FineTune", "LEVEL_CONFIGS", "LOSS", "PRECISIONS",
     "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in", "environment", "interleaved_jobs",
-    "merge_results", "quickstart_augmented_workload", "quickstart_workload", "realistic_workload",
+    "merge_results", "phase_epochs", "quickstart_augmented_workload", "quickstart_workload", "realistic_workload",
     "resnet_workload", "run_benchmark", "run_once", "schedule_steps", "short_epochs", "time_to_accuracy",
-    "tiny_workload", "training_dataset", "validate_result", "variant_spec",
+    "tiny_workload", "training_dataset", "validate_result", "variant_spec", "workload_record",
 ]
 
 # 2: runs in interleaved order with `order`, `started` and `load_average`;
@@ -256,16 +265,32 @@ def variant_spec(name):
 
 
 class AccuracyClock(keras.callbacks.Callback):
-    """Training wall time (evaluation excluded) and test accuracy per epoch."""
+    """Training wall time (evaluation excluded) and test accuracy per epoch.
+
+    The clock starts at the first `fit` it is passed to and keeps running
+    through later ones (the phases of a fine-tuning run): the time between
+    two fits (unfreezing, recompiling) counts as training, the curve holds
+    one point per epoch of all of them.
+
+    Example:
+
+    ```python
+    clock = AccuracyClock(x_test, y_test)
+    model.fit(dataset, steps_per_epoch=steps, epochs=2, callbacks=[clock])
+    model.fit(dataset, steps_per_epoch=steps, epochs=3, callbacks=[clock])
+    len(clock.curve)   # 5: [[train_seconds, accuracy], ...]
+    ```
+    """
 
     def __init__(self, x_test, y_test):
         super().__init__()
         self.x_test, self.y_test = x_test, y_test
         self.curve, self.epoch_seconds = [], []
+        self.start, self.eval_seconds = None, 0.0
 
     def on_train_begin(self, logs=None):
-        self.start = time.perf_counter()
-        self.eval_seconds = 0.0
+        if self.start is None:
+            self.start = time.perf_counter()
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch_start = time.perf_counter()
@@ -280,11 +305,13 @@ class AccuracyClock(keras.callbacks.Callback):
         self.curve.append([trained_for, accuracy])
 
 
-def schedule_steps(workload, epochs, steps_per_epoch, ratio=1.0):
+def schedule_steps(workload, epochs, steps_per_epoch, ratio=1.0, warmup_epochs=None):
     """(total, warmup) optimizer steps of a run's learning-rate schedule.
 
     `ratio` < 1 is `baseline-short`'s rescaling: the warmup shrinks with the
     run (Composer's `scale_schedule_ratio` scales every phase).
+    `warmup_epochs` (default: the workload's) is for the second phase of a
+    fine-tuning run, whose warmup is `fine_tune.warmup_epochs`.
 
     Example:
 
@@ -293,9 +320,42 @@ def schedule_steps(workload, epochs, steps_per_epoch, ratio=1.0):
     schedule_steps(realistic_workload(), 13, 125, 0.8)      # (1625, 100)
     ```
     """
+    warmup_epochs = workload.warmup_epochs if warmup_epochs is None else warmup_epochs
     total = max(int(epochs) * int(steps_per_epoch), 1)
-    warmup = int(round(workload.warmup_epochs * steps_per_epoch * ratio))
+    warmup = int(round(warmup_epochs * steps_per_epoch * ratio))
     return total, min(warmup, total - 1)
+
+
+def phase_epochs(workload, short_ratio=None):
+    """Epochs of each phase of a run: `[epochs]`, or `[head, fine-tune]`.
+
+    A workload without `fine_tune` trains in one phase; with one, the last
+    `fine_tune.epochs` epochs are the second phase. With `short_ratio`
+    (`baseline-short`) the run is `short_epochs(workload.epochs,
+    short_ratio)` epochs long, and each phase is rescaled: the second gets
+    `round(fine_tune.epochs * short_ratio)`, kept between 1 and the run's
+    epochs - 1, the first the rest.
+
+    Example:
+
+    ```python
+    phase_epochs(finetune_workload())          # [4, 8]
+    phase_epochs(finetune_workload(), 0.75)    # [3, 6]: 9 of its 12 epochs
+    phase_epochs(tiny_workload(), 0.5)         # [1]
+    ```
+    """
+    epochs = workload.epochs if short_ratio is None else short_epochs(workload.epochs, short_ratio)
+    if workload.fine_tune is None:
+        return [epochs]
+    if epochs < 2:
+        raise ValueError(
+            f"baseline-short of fine-tuning workload {workload.name!r} would train {epochs} epoch, too few "
+            f"for its two phases: give it a short_ratio of at least {1.5 / workload.epochs:.3g}."
+        )
+    second = workload.fine_tune.epochs
+    if short_ratio is not None:
+        second = min(max(1, int(round(second * short_ratio))), epochs - 1)
+    return [epochs - second, second]
 
 
 def short_epochs(epochs, short_ratio):
@@ -322,14 +382,17 @@ def short_epochs(epochs, short_ratio):
     return short
 
 
-def _optimizer(workload, total_steps, warmup_steps=0):
+def _optimizer(workload, total_steps, warmup_steps=0, learning_rate=None):
+    """The workload's optimizer on a warmup and cosine schedule (peak
+    `learning_rate`, default the workload's)."""
+    learning_rate = workload.learning_rate if learning_rate is None else learning_rate
     if warmup_steps:
         schedule = keras.optimizers.schedules.CosineDecay(
-            0.0, total_steps - warmup_steps, warmup_target=workload.learning_rate,
+            0.0, total_steps - warmup_steps, warmup_target=learning_rate,
             warmup_steps=warmup_steps,
         )
     else:
-        schedule = keras.optimizers.schedules.CosineDecay(workload.learning_rate, max(total_steps, 1))
+        schedule = keras.optimizers.schedules.CosineDecay(learning_rate, max(total_steps, 1))
     if workload.optimizer == "adamw":
         return keras.optimizers.AdamW(schedule, beta_1=workload.momentum,
                                       weight_decay=workload.weight_decay or 0.0)
@@ -408,17 +471,36 @@ def _milliseconds(seconds):
 
 
 def run_once(workload, variant, precision, seed, short_ratio=0.8):
-    """One training run; returns a record (see `validate_result`)."""
+    """One training run; returns a record (see `validate_result`).
+
+    A workload with `fine_tune` trains in two phases (see `phase_epochs`):
+    the first fit trains what `build` leaves trainable; then
+    `fine_tune.unfreeze(model)` and a recompile with a fresh optimizer on
+    the second phase's schedule (a `BoostModel` wraps the plain optimizer
+    in its level's chain, and recomputes its freezing groups from the
+    variables trainable then); the second fit continues the first's clock,
+    curve and batches. The record then also holds `phases` (the epochs of
+    each) and, with gradient freezing, `phase_freeze_depths` (one entry per
+    phase; `freeze_depths` is the last phase's).
+
+    Example:
+
+    ```python
+    record = run_once(tiny_workload(), "O1", "float32", seed=0)
+    record["final_accuracy"], record["curve"]   # [[train_seconds, accuracy], ...] per epoch
+    ```
+    """
     record = {"variant": variant, "precision": precision, "seed": seed}
     spec = variant_spec(variant)
     (x, y), (x_test, y_test) = workload.data()
-    epochs, ratio = workload.epochs, 1.0
-    if variant == "baseline-short":
-        epochs, ratio = short_epochs(workload.epochs, short_ratio), short_ratio
+    ratio = short_ratio if variant == "baseline-short" else 1.0
+    phases = phase_epochs(workload, short_ratio if variant == "baseline-short" else None)
+    epochs = sum(phases)
     steps_per_epoch = math.ceil(len(x) / workload.batch_size)
-    total_steps, warmup_steps = schedule_steps(workload, epochs, steps_per_epoch, ratio)
+    total_steps, warmup_steps = schedule_steps(workload, phases[0], steps_per_epoch, ratio)
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(precision)
+    freeze_depths = []
     try:
         keras.utils.set_random_seed(seed)
         model = workload.build(seed)
@@ -440,26 +522,31 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
         keras.utils.set_random_seed(seed)
         dataset, _ = training_dataset(x, y, workload.batch_size, seed)  # same batches for every variant
         start = time.perf_counter()
-        model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=epochs, shuffle=False, verbose=0,
-                  callbacks=[clock])
+        for phase, phase_length in enumerate(phases):
+            if phase:
+                # Phase 2, on the clock: unfreeze the base's top, recompile
+                # with a fresh optimizer (BoostModel.compile wraps it in the
+                # level's chain, as AutoBoost did for phase 1).
+                fine_tune = workload.fine_tune
+                fine_tune.unfreeze(model)
+                total, warmup = schedule_steps(workload, phase_length, steps_per_epoch, ratio,
+                                               warmup_epochs=fine_tune.warmup_epochs)
+                model.compile(optimizer=_optimizer(workload, total, warmup, fine_tune.learning_rate), loss=LOSS)
+            model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=phase_length, shuffle=False, verbose=0,
+                      callbacks=[clock])
+            freeze_depths.append(_freeze_depths(model))
         fit_seconds = time.perf_counter() - start
     finally:
         keras.config.set_dtype_policy(previous_policy)
-    steady = clock.epoch_seconds[1:] or clock.epoch_seconds
-    planner = getattr(model, "freeze_planner", None)
-    if planner is not None:
-        # Which freeze depths got a train function: in adaptive mode a short
-        # run may trace none, and then trains exactly like the baseline.
-        record["freeze_depths"] = {
-            "traced": [int(d) for d in planner.traced],
-            "dropped": sorted(int(d) for d in planner.dropped),
-            "declined": sorted(int(d) for d in planner.declined),
-            # Measured on the run's first calls: what the planner decided from.
-            "step_ms": {str(d): _milliseconds(planner.step_time(d)) for d in planner.traced},
-            "trace_s": {str(d): planner.trace_cost(d) for d in planner.traced},
-            # Rule 6: why freezing was switched off (None: it ran).
-            "switched_off": planner.off_reason,
-        }
+    # The steady speed leaves out each phase's first epoch (its compilation).
+    firsts = set(itertools.accumulate([0, *phases[:-1]]))
+    steady = [s for i, s in enumerate(clock.epoch_seconds) if i not in firsts] or clock.epoch_seconds
+    if freeze_depths[-1] is not None:
+        record["freeze_depths"] = freeze_depths[-1]
+        if len(phases) > 1:
+            record["phase_freeze_depths"] = freeze_depths
+    if len(phases) > 1:
+        record["phases"] = phases
     return {
         **record,
         "epochs": epochs,
@@ -471,6 +558,25 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
         "curve": clock.curve,
         "time_to_target": time_to_accuracy(clock.curve, workload.target),
         "final_accuracy": clock.curve[-1][1],
+    }
+
+
+def _freeze_depths(model):
+    """Which freeze depths got a train function, or None without freezing."""
+    planner = getattr(model, "freeze_planner", None)
+    if planner is None:
+        return None
+    # In adaptive mode a short run may trace none, and then trains exactly
+    # like the baseline.
+    return {
+        "traced": [int(d) for d in planner.traced],
+        "dropped": sorted(int(d) for d in planner.dropped),
+        "declined": sorted(int(d) for d in planner.declined),
+        # Measured on the run's first calls: what the planner decided from.
+        "step_ms": {str(d): _milliseconds(planner.step_time(d)) for d in planner.traced},
+        "trace_s": {str(d): planner.trace_cost(d) for d in planner.traced},
+        # Rule 6: why freezing was switched off (None: it ran).
+        "switched_off": planner.off_reason,
     }
 
 
@@ -613,7 +719,7 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
     if not 0 < short_ratio < 1:
         raise ValueError(f"short_ratio must be in (0, 1), got {short_ratio!r}.")
     if "baseline-short" in variants:
-        short_epochs(workload.epochs, short_ratio)
+        phase_epochs(workload, short_ratio)  # raises when the short run cannot be made
     jobs = interleaved_jobs(variants, precisions, seeds, first_seed)
     env = environment()
     if burn_in_fit:
@@ -621,7 +727,7 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
     runs = []
     result = {
         "version": RESULT_VERSION,
-        "workload": {k: v for k, v in dataclasses.asdict(workload).items() if k not in ("build", "data")},
+        "workload": workload_record(workload),
         "short_ratio": short_ratio,
         "burn_in": bool(burn_in_fit),
         "environment": env,
@@ -643,6 +749,30 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
             on_run(result)
     env["finished"] = _now()
     return result
+
+
+def workload_record(workload):
+    """The workload as the result records it: its recipe, in JSON types.
+
+    `dataclasses.asdict` without the callables (`build`, `data`); a
+    `FineTune` becomes a dict, its layer names a list, so that a result
+    read back from JSON compares equal to a new one (`merge_results`). A
+    workload without one records no `fine_tune` key, as results did before
+    it existed (they can still be appended to).
+
+    Example:
+
+    ```python
+    workload_record(tiny_workload())
+    # {'name': 'tiny', 'epochs': 2, 'batch_size': 64, 'learning_rate': 0.05, ...}
+    workload_record(finetune_workload())["fine_tune"]
+    # {'epochs': 8, 'learning_rate': 0.01, 'layers': ['stage3_block2_conv1', ...], 'base': 'base', ...}
+    ```
+    """
+    record = {k: v for k, v in dataclasses.asdict(workload).items() if k not in ("build", "data")}
+    if record.get("fine_tune") is None:
+        record.pop("fine_tune", None)
+    return json.loads(json.dumps(record))
 
 
 def merge_results(earlier, later):
