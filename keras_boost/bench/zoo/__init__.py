@@ -11,12 +11,15 @@ are made in the package or come from its embedded MNIST sample.
 - `finetune`: keras.io's transfer-learning flow, a ResNet-14 base
   pretrained on the digits 0-4 then a new head and its top fine-tuned on
   the digits 5-9, in two phases (`zoo.finetune`).
+- `transformer`: keras.io's text-classification transformer on a generated
+  keyword-order token task (`zoo.transformer`).
 """
 
 import functools
 
 from keras_boost.bench.zoo.applications import applications_workload
 from keras_boost.bench.zoo.finetune import finetune_workload
+from keras_boost.bench.zoo.transformer import transformer_workload
 
 __all__ = ["WORKLOADS"]
 
@@ -25,4 +28,5 @@ WORKLOADS = {
     "applications-efficientnetb0": functools.partial(applications_workload, "EfficientNetB0"),
     "applications-resnet50v2": functools.partial(applications_workload, "ResNet50V2"),
     "finetune": finetune_workload,
+    "transformer": transformer_workload,
 }
