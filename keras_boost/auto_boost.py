@@ -7,6 +7,7 @@ freezing, then AdaSum; accumulation and group loss scaling act in the train
 step.
 """
 
+import contextlib
 import copy
 import json
 import warnings
@@ -21,7 +22,6 @@ from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.algorithms.centralization import exclude_grouped_kernels
 from keras_boost.algorithms.precision import choose_precision
 from keras_boost.algorithms.precision import resolve_precision
-from keras_boost.algorithms.fused_batch_norm import FusedBatchNormalization
 from keras_boost.algorithms.fused_batch_norm import fuse_batch_norm
 from keras_boost.algorithms.less_bn import REPORT_ATTR
 from keras_boost.algorithms.less_bn import less_bn_for_config
@@ -144,7 +144,18 @@ class AutoBoost:
                 stacklevel=4,
             )
             return model
-        return less_bn_for_config(model, self._config["less_bn"])
+        with self._quiet_if_level_chose():
+            return less_bn_for_config(model, self._config["less_bn"])
+
+    def _quiet_if_level_chose(self):
+        """Silences "found nothing to do" when the level turned the algorithm
+        on, not the user (mode "auto"): a model without BatchNormalization at
+        O1, or JAX, where XLA fuses already. The report and the end-of-fit
+        summary line say what ran; NoEffectWarning stays for what the user
+        asked for by name."""
+        if self._config["boost"]["mode"] != "auto":
+            return contextlib.nullcontext()
+        return _ignoring(NoEffectWarning)
 
     def _fuse_batch_norm(self, model):
         if not has_layer_graph(model):
@@ -156,12 +167,9 @@ class AutoBoost:
                 stacklevel=4,
             )
             return model
-        if self._config["boost"]["mode"] == "auto" and not FusedBatchNormalization.fused_kernel_available():
-            # The level turned it on, not the user: a backend without the
-            # kernel (JAX: XLA fuses already) is no news worth a warning.
-            return model
         report = getattr(model, REPORT_ATTR, None)
-        model = fuse_batch_norm(model)
+        with self._quiet_if_level_chose():
+            model = fuse_batch_norm(model)
         if report is not None:
             setattr(model, REPORT_ATTR, report)  # the copy of a LessBN model
         return model
@@ -281,3 +289,10 @@ def wrap(optimizer, level=None, boost_config_dict=None):
     ```
     """
     return BoostOptimizer(optimizer, level, boost_config_dict)
+
+
+@contextlib.contextmanager
+def _ignoring(category):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", category)
+        yield

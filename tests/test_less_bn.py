@@ -888,3 +888,17 @@ def test_boost_model_keeps_its_class_and_level():
     assert isinstance(new, boost.BoostModel)
     assert new.boost_level == "O1" and new.boost_config == model.boost_config
     assert new.less_bn_report.num_removed == 5
+
+
+def test_a_level_on_a_model_without_batch_norm_is_quiet_the_manual_switch_warns():
+    # O1 turned LessBN on, not the user: the report and the summary line say
+    # that nothing was removed; a user who asked for LessBN by name is warned.
+    inputs = keras.Input((6,))
+    outputs = keras.layers.Dense(3)(keras.layers.Dense(8, activation="relu")(inputs))
+    model = keras.Model(inputs, outputs)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", boost.NoEffectWarning)
+        boost.AutoBoost("O1").network_auto_process_train(model, keras.optimizers.SGD(0.1))
+    manual = boost.AutoBoost("O0", {"boost": {"mode": "manual", "less_bn": True}})
+    with pytest.warns(boost.NoEffectWarning, match="LessBN found nothing to remove"):
+        manual.network_auto_process_train(model, keras.optimizers.SGD(0.1))

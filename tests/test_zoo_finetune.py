@@ -206,3 +206,16 @@ def test_freezing_groups_the_unfrozen_top_of_a_nested_base_input_first():
     order = [block[0].path for block in model_blocks(model)]
     assert order == ["stage2_block1_conv1/kernel", "stage2_block1_conv2/kernel",
                      "stage2_block1_proj_conv/kernel", "head_logits/kernel"]
+
+
+def test_quick_and_epochs_rescale_both_phases():
+    from keras_boost.bench import cli
+
+    workload = finetune.finetune_workload()
+    quick = cli._load_workload(cli.parse_args(["--workload", "finetune", "--quick"]))
+    assert quick.epochs == 5 and harness.phase_epochs(quick) == [2, 3]
+    assert quick.warmup_epochs <= 1 and quick.fine_tune.warmup_epochs <= 1.5
+    assert harness.phase_epochs(workload.with_epochs(6)) == [2, 4]
+    assert workload.with_epochs(workload.epochs) is workload
+    with pytest.raises(SystemExit, match="needs epochs >= 2"):
+        cli._load_workload(cli.parse_args(["--workload", "finetune", "--epochs", "1"]))

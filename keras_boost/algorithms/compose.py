@@ -27,6 +27,7 @@ from keras_boost.algorithms.step_part import update_owner
 from keras_boost.errors import NoEffectWarning
 from keras_boost.algorithms.fused_batch_norm import FusedBatchNormalization
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.algorithms.centralization import GradientCentralization
 from keras_boost.algorithms.centralization import exclude_grouped_kernels
 from keras_boost.algorithms.precision import PrecisionChoice
 from keras_boost.algorithms.precision import model_policies
@@ -123,7 +124,8 @@ def summary_line(model, parts):
     if not (config_lib.enabled_algorithms(config) or config["common"]["precision"] or model.loss_scale is not None):
         return ""
     owner = update_owner(parts)
-    phrases = [_surgery_phrase(model)] + [part.summary(model) for part in parts if part is not owner]
+    phrases = [_surgery_phrase(model), _centralization_phrase(model)]
+    phrases += [part.summary(model) for part in parts if part is not owner]
     # The update's owner is the loss scaling when there is one.
     phrases += [_precision_phrase(model), (owner.summary(model) if owner else "") or "no loss scaling"]
     return f"keras_boost {model.boost_level} on {model.name!r}: " + "; ".join(p for p in phrases if p) + "."
@@ -145,6 +147,15 @@ def _surgery_phrase(model):
     if fused:
         phrases.append(f"{fused} fused BatchNormalization")
     return "; ".join(phrases)
+
+
+def _centralization_phrase(model):
+    # It changes the updates even where nothing else of the level acts (a
+    # model without BatchNormalization): say so.
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is not None and find_in_chain(optimizer, GradientCentralization) is not None:
+        return "gradient centralization of the conv/dense kernels"
+    return ""
 
 
 def _precision_phrase(model):

@@ -33,6 +33,7 @@ _EXPORTS = {
     "copy_weights": "keras_boost.bench.workloads",
     "mnist_data": "keras_boost.bench.workloads",
     "residual_cnn": "keras_boost.bench.workloads",
+    "FineTune": "keras_boost.bench.recipe",
     "Workload": "keras_boost.bench.recipe",
 }
 __all__ = sorted(_EXPORTS)

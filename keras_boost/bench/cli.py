@@ -23,7 +23,6 @@ this package, so `--help` answers before Keras is imported); `run` does the
 work.
 """
 
-import dataclasses
 import importlib
 import os
 import sys
@@ -63,10 +62,10 @@ def _load_workload(args):
     else:
         raise SystemExit(f"Unknown workload {args.workload!r}; valid: {sorted(harness.WORKLOADS)}")
     epochs = args.epochs or (min(workload.epochs, QUICK["epochs"]) if args.quick else workload.epochs)
-    if epochs != workload.epochs:
-        # A warmup as long as the run would leave no decay: keep it under half.
-        warmup = min(workload.warmup_epochs, epochs / 2)
-        workload = dataclasses.replace(workload, epochs=epochs, warmup_epochs=warmup)
+    try:
+        workload = workload.with_epochs(epochs)
+    except ValueError as error:
+        raise SystemExit(f"--epochs: {error}")
     return workload
 
 

@@ -185,3 +185,33 @@ class Workload:
             raise ValueError(f"Workload weight_decay must be None or >= 0, got {self.weight_decay!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"Workload optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}.")
+
+    def with_epochs(self, epochs):
+        """This recipe over `epochs` epochs (`keras-boost bench --epochs`, `--quick`).
+
+        Warmups are kept under half of their phase (a warmup as long as the
+        run would leave no decay); a fine-tuning workload keeps its phases'
+        proportions, each at least one epoch.
+
+        Example:
+
+        ```python
+        finetune_workload().with_epochs(6).fine_tune.epochs   # 4 of 6 (8 of 12)
+        ```
+        """
+        if isinstance(epochs, bool) or not isinstance(epochs, int) or epochs < 1:
+            raise ValueError(f"epochs must be an int >= 1, got {epochs!r}.")
+        if epochs == self.epochs:
+            return self
+        fine_tune = self.fine_tune
+        first = epochs
+        if fine_tune is not None:
+            if epochs < 2:
+                raise ValueError(f"Workload {self.name!r} trains in two phases: it needs epochs >= 2, got {epochs}.")
+            second = min(max(1, round(fine_tune.epochs * epochs / self.epochs)), epochs - 1)
+            fine_tune = dataclasses.replace(
+                fine_tune, epochs=second, warmup_epochs=min(fine_tune.warmup_epochs, second / 2))
+            first = epochs - second
+        return dataclasses.replace(self, epochs=epochs, fine_tune=fine_tune,
+                                   warmup_epochs=min(self.warmup_epochs, first / 2))
+
