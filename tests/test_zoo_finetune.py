@@ -193,10 +193,6 @@ def test_a_seed_gives_the_same_run_twice(variant):
         assert not np.array_equal(initial_other[path], initial[path]), path
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "freezing's model_blocks walks Keras' Layer._flatten_layers, which lists a nested model's layers "
-    "output-first (deque.extendleft reverses them): the unfrozen top of a nested base is grouped top "
-    "block first, so freezing's 'frozen prefix' is the base's top and a shallower step saves no backward"))
 def test_freezing_groups_the_unfrozen_top_of_a_nested_base_input_first():
     from keras_boost.algorithms.freezing import model_blocks
 

@@ -40,6 +40,20 @@ def variable_blocks(variables):
     return blocks
 
 
+def _depth_first(layer, seen=None):
+    """`layer` and its sublayers, depth-first, each child in tracking order:
+    graph order for functional models, attribute order inside subclassed
+    ones. (Keras' own recursive walk lists a nested model's layers
+    output-first, which would put the top of a nested base first.)"""
+    seen = set() if seen is None else seen
+    if id(layer) in seen:
+        return
+    seen.add(id(layer))
+    yield layer
+    for child in keras_private.flatten_layers(layer, include_self=False, recursive=False):
+        yield from _depth_first(child, seen)
+
+
 def model_blocks(model):
     """The model's trainable variables as blocks, by layer structure.
 
@@ -51,9 +65,7 @@ def model_blocks(model):
     """
     trainable = {id(v) for v in model.trainable_variables}
     seen, blocks = set(), []
-    # Depth-first in tracking order: graph order for functional models,
-    # attribute order inside subclassed ones.
-    for layer in keras_private.flatten_layers(model):
+    for layer in _depth_first(model):
         fresh = [
             v for v in keras_private.layer_own_variables(layer, non_trainable=False)
             if id(v) in trainable and id(v) not in seen
