@@ -45,6 +45,7 @@ from keras_boost.algorithms.less_bn import LessBN
 from keras_boost.algorithms.loss_scaling import DynamicLossScale
 from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
+from keras_boost.algorithms.prefix_cache import fit_with_cached_prefix
 from keras_boost.auto_boost import AutoBoost
 from keras_boost.auto_boost import wrap
 from keras_boost.errors import NoEffectWarning
@@ -90,6 +91,7 @@ __all__ = [
     "config",
     "datasets",
     "distribute",
+    "fit_with_cached_prefix",
     "layers",
     "ops",
     "optimizers",

@@ -131,7 +131,7 @@ def test_the_pretrained_base_is_cached_per_seed_and_nested_frozen_in_inference_m
     assert np.allclose(numpy(again(x, training=True)), numpy(again(x, training=False)), atol=1e-6)
 
 
-@pytest.mark.parametrize("variant", ["baseline", "O1"])
+@pytest.mark.parametrize("variant", ["baseline", "O1", "prefix-cache"])
 def test_each_phase_trains_exactly_what_plain_keras_trains(variant):
     record, initial, after_first, model = recorded_run(variant)
     final = _values(model)
@@ -149,7 +149,7 @@ def test_each_phase_trains_exactly_what_plain_keras_trains(variant):
         assert model.freeze_planner.num_depths == 4  # one group per unfrozen conv, one for the head
 
 
-@pytest.mark.parametrize("variant", ["baseline", "O1"])
+@pytest.mark.parametrize("variant", ["baseline", "O1", "prefix-cache"])
 def test_the_curve_runs_on_across_the_phases(variant):
     record, *_ = recorded_run(variant)
     times = [t for t, _ in record["curve"]]

@@ -71,7 +71,8 @@ from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
 __all__ = [
-    "ALGORITHM_CONFIGS", "AccuracyClock", "DEFAULT_VARIANTS", "FineTune", "LEVEL_CONFIGS", "LOSS", "PRECISIONS",
+    "ALGORITHM_CONFIGS", "AccuracyClock", "DEFAULT_VARIANTS", "FineTune", "LEVEL_CONFIGS", "LOSS", "PLAIN_VARIANTS",
+    "PRECISIONS",
     "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in", "environment", "interleaved_jobs",
     "merge_results", "phase_epochs", "quickstart_augmented_workload", "quickstart_workload", "realistic_workload",
     "resnet_workload", "run_benchmark", "run_once", "schedule_steps", "short_epochs", "time_to_accuracy",
@@ -218,6 +219,11 @@ ALGORITHM_CONFIGS = {
 }
 LEVEL_CONFIGS = {"O1": {"grad_freeze": {"total_steps": "auto"}}, "O2": {"grad_freeze": {"total_steps": "auto"}}}
 DEFAULT_VARIANTS = ("baseline", "baseline-short", *ALGORITHM_CONFIGS, *LEVEL_CONFIGS)
+# Plain Keras runs: the baselines, and `prefix-cache`, the baseline's model
+# and recipe trained by `boost.fit_with_cached_prefix` (the frozen part of
+# the model computed once per phase; for fine-tuning workloads). Not in the
+# defaults: on a model with nothing frozen it is the baseline.
+PLAIN_VARIANTS = ("baseline", "baseline-short", "prefix-cache")
 
 
 def variant_spec(name):
@@ -236,7 +242,7 @@ def variant_spec(name):
     ```
     """
     base, *overrides = name.split("+")
-    if base in ("baseline", "baseline-short") and not overrides:
+    if base in PLAIN_VARIANTS and not overrides:
         return None
     if base in ALGORITHM_CONFIGS:
         level, config = "O0", ALGORITHM_CONFIGS[base]
@@ -244,7 +250,7 @@ def variant_spec(name):
         level, config = base, LEVEL_CONFIGS[base]
     else:
         raise ValueError(
-            f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS)}, a boost variant "
+            f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS) + ['prefix-cache']}, a boost variant "
             "optionally followed by config overrides such as '+grad_freeze.freeze_p=0.5'."
         )
     config = copy.deepcopy(config)
@@ -282,9 +288,12 @@ class AccuracyClock(keras.callbacks.Callback):
     ```
     """
 
-    def __init__(self, x_test, y_test):
+    def __init__(self, x_test, y_test, evaluated_model=None):
         super().__init__()
         self.x_test, self.y_test = x_test, y_test
+        # The model to evaluate, when the fit trains a part of it (the
+        # suffix of `fit_with_cached_prefix`); default: the fit's model.
+        self.evaluated_model = evaluated_model
         self.curve, self.epoch_seconds = [], []
         self.start, self.eval_seconds = None, 0.0
 
@@ -299,7 +308,7 @@ class AccuracyClock(keras.callbacks.Callback):
         end = time.perf_counter()
         self.epoch_seconds.append(end - self.epoch_start)
         trained_for = end - self.start - self.eval_seconds
-        logits = self.model.predict(self.x_test, batch_size=256, verbose=0)
+        logits = (self.evaluated_model or self.model).predict(self.x_test, batch_size=256, verbose=0)
         accuracy = float(np.mean(np.argmax(logits, -1) == self.y_test))
         self.eval_seconds += time.perf_counter() - end
         self.curve.append([trained_for, accuracy])
@@ -518,10 +527,13 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                 record["note"] = ("one replica: AdaSum is the identity here; "
                                   "python -m benchmarks.adasum measures it on N replicas")
         model.compile(optimizer=optimizer, loss=LOSS)
-        clock = AccuracyClock(x_test, y_test)
+        clock = AccuracyClock(x_test, y_test, model)
         keras.utils.set_random_seed(seed)
         dataset, _ = training_dataset(x, y, workload.batch_size, seed)  # same batches for every variant
         start = time.perf_counter()
+        # The whole fit calls are timed: for prefix-cache that includes
+        # computing the cached features before Keras' fit begins.
+        clock.start = start
         for phase, phase_length in enumerate(phases):
             if phase:
                 # Phase 2, on the clock: unfreeze the base's top, recompile
@@ -532,8 +544,14 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                 total, warmup = schedule_steps(workload, phase_length, steps_per_epoch, ratio,
                                                warmup_epochs=fine_tune.warmup_epochs)
                 model.compile(optimizer=_optimizer(workload, total, warmup, fine_tune.learning_rate), loss=LOSS)
-            model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=phase_length, shuffle=False, verbose=0,
-                      callbacks=[clock])
+            if variant == "prefix-cache":
+                # Arrays (the features are cached per array), shuffled by
+                # Keras from the seed set above.
+                boost.fit_with_cached_prefix(model, x, y, batch_size=workload.batch_size, epochs=phase_length,
+                                             shuffle=True, verbose=0, callbacks=[clock])
+            else:
+                model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=phase_length, shuffle=False, verbose=0,
+                          callbacks=[clock])
             freeze_depths.append(_freeze_depths(model))
         fit_seconds = time.perf_counter() - start
     finally:
