@@ -64,9 +64,12 @@ def parse_args(argv):
 def add_bench_arguments(parser):
     """Adds the options of `keras-boost bench` to `parser`."""
     parser.add_argument("--workload", default="quickstart",
-                        help="quickstart (default), resnet, realistic (2,000 steps, ~2-3 min per run) or tiny")
+                        help="quickstart (default), resnet, realistic (2,000 steps, ~2-3 min per run), tiny; "
+                        "the zoo (~1-2 min per run): applications (MobileNetV2; applications-efficientnetb0, "
+                        "applications-resnet50v2), transformer, finetune")
     parser.add_argument("--factory", help="module:function returning a keras_boost.bench.Workload")
-    parser.add_argument("--variants", help="comma-separated subset (default: all); a boost variant may "
+    parser.add_argument("--variants", help="comma-separated subset (default: all but prefix-cache, the "
+                        "baseline trained by fit_with_cached_prefix, for fine-tuning); a boost variant may "
                         "carry config overrides, e.g. O1+grad_freeze.freeze_p=0.5")
     parser.add_argument("--precisions", help="comma-separated (default: float32,mixed_bfloat16; "
                         "--quick: float32)")
