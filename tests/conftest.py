@@ -38,6 +38,20 @@ def regression_data(n=32, seed=0, outputs=3):
     return x, y
 
 
+class _SubclassedDenseNet(keras.Model):
+    def __init__(self):
+        super().__init__()
+        self.dense = keras.layers.Dense(2)
+
+    def call(self, x):
+        return self.dense(x)
+
+
+def subclassed_dense_net():
+    """A subclassed model (no layer graph) holding one Dense(2), unbuilt."""
+    return _SubclassedDenseNet()
+
+
 @pytest.fixture
 def restore_policy():
     policy = keras.config.dtype_policy()

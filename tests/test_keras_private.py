@@ -5,6 +5,7 @@ import keras
 import numpy as np
 import pytest
 
+from conftest import subclassed_dense_net
 from conftest import dense_graph
 from keras_boost import keras_private
 
@@ -110,15 +111,7 @@ def test_call_has_training_arg():
 
 
 def test_subclassed_build_shapes():
-    class Net(keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.dense = keras.layers.Dense(2)
-
-        def call(self, x):
-            return self.dense(x)
-
-    net = Net()
+    net = subclassed_dense_net()
     assert keras_private.subclassed_build_shapes(net) == []
     net(np.ones((4, 7), "float32"))
     assert [tuple(s) for s in keras_private.subclassed_build_shapes(net)] == [(4, 7)]

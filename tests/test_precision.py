@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
+from conftest import subclassed_dense_net
 from conftest import dense_graph
 from conftest import regression_data
 from keras_boost.precision import choose_precision
@@ -61,15 +62,7 @@ def test_with_precision_copies_a_compiled_model_compiled(restore_policy):
 
 
 def test_with_precision_refuses_a_subclassed_model_and_bad_policies():
-    class Net(keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.dense = keras.layers.Dense(2)
-
-        def call(self, x):
-            return self.dense(x)
-
-    net = Net()
+    net = subclassed_dense_net()
     net(np.zeros((1, 3), "float32"))
     with pytest.raises(ValueError, match="subclassed.*set_dtype_policy"):
         with_precision(net, "mixed_bfloat16")

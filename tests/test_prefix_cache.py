@@ -9,6 +9,7 @@ import keras
 import numpy as np
 import pytest
 
+from conftest import subclassed_dense_net
 from conftest import to_numpy
 from keras_boost.algorithms.prefix_cache import CachedSuffix
 from keras_boost.algorithms.prefix_cache import fit_with_cached_prefix
@@ -346,15 +347,7 @@ def test_two_inputs_one_raw():
 
 
 def test_subclassed_model_cannot_be_split():
-    class Net(keras.Model):
-        def __init__(self):
-            super().__init__()
-            self.dense = keras.layers.Dense(2)
-
-        def call(self, x):
-            return self.dense(x)
-
-    net = Net()
+    net = subclassed_dense_net()
     net(np.zeros((1, 3), "float32"))
     with pytest.raises(TypeError, match="subclassed"):
         split_frozen_prefix(net)

@@ -34,7 +34,7 @@ import keras
 
 from keras_boost.datasets import load_mnist_sample
 
-__all__ = ["basic_block", "copy_weights", "mnist_data", "residual_cnn"]
+__all__ = ["Seeds", "basic_block", "copy_weights", "extra_seed", "mnist_data", "residual_cnn"]
 
 # Short runs (a few hundred steps) on small data: the Keras default momentum
 # of 0.99 leaves the moving statistics far from the data's after so few
@@ -43,12 +43,19 @@ _BN_MOMENTUM = 0.9
 _BN_EPSILON = 1e-5
 
 
-class _Seeds:
+class Seeds:
     """Hands out a distinct seed per initializer, reproducibly.
 
     A Keras initializer built with an int seed returns the same values on
     every call, so each layer needs its own seed; with `seed=None` the
     initializers are unseeded (Keras' global seed state decides).
+
+    Example:
+
+    ```python
+    seeds = Seeds(0)
+    keras.layers.Dense(8, kernel_initializer=keras.initializers.HeNormal(seed=seeds.next()))
+    ```
     """
 
     def __init__(self, seed):
@@ -85,7 +92,7 @@ def basic_block(x, filters, strides, seeds, prefix):
         x: the block's input tensor (channels last).
         filters: output channels.
         strides: stride of `conv1` and of the projection.
-        seeds: the `_Seeds` of the model being built.
+        seeds: the `Seeds` of the model being built.
         prefix: prefix of every layer name of the block.
 
     Returns:
@@ -174,7 +181,7 @@ def residual_cnn(
         raise ValueError(f"translation must be in [0, 1), got {translation!r}.")
     if not 0.0 <= rotation <= 0.5:
         raise ValueError(f"rotation must be in [0, 0.5] (a fraction of a full turn), got {rotation!r}.")
-    seeds = _Seeds(seed)
+    seeds = Seeds(seed)
 
     inputs = keras.Input(shape=tuple(input_shape), name="image")
     x = inputs
@@ -182,12 +189,12 @@ def residual_cnn(
         # Seeds of their own (offset 500 of the model's range), so that the
         # initial weights do not depend on the augmentation.
         x = keras.layers.RandomTranslation(
-            translation, translation, fill_mode="constant", seed=_augment_seed(seed, 0),
+            translation, translation, fill_mode="constant", seed=extra_seed(seed, 0),
             name="augment_translation",
         )(x)
     if rotation:
         x = keras.layers.RandomRotation(
-            rotation, fill_mode="constant", seed=_augment_seed(seed, 1), name="augment_rotation"
+            rotation, fill_mode="constant", seed=extra_seed(seed, 1), name="augment_rotation"
         )(x)
     x = _conv_bn(x, width, 3, 1, seeds, "stem_", "conv", "bn")
     x = keras.layers.ReLU(name="stem_relu")(x)
@@ -207,7 +214,18 @@ def residual_cnn(
     return (model_cls or keras.Model)(inputs, outputs, **model_kwargs)
 
 
-def _augment_seed(seed, index):
+def extra_seed(seed, index):
+    """The `index`-th seed of a model's random layers (augmentation,
+    dropout), apart from its initializers' (offset 500 of the model's range
+    of `Seeds`), so that the initial weights do not depend on them; None for
+    an unseeded model.
+
+    Example:
+
+    ```python
+    keras.layers.Dropout(0.1, seed=extra_seed(seed, 0))
+    ```
+    """
     return None if seed is None else int(seed) * 1000 + 500 + index
 
 

@@ -34,7 +34,8 @@ import itertools
 import keras
 
 from keras_boost.bench.recipe import Workload
-from keras_boost.bench.workloads import _Seeds
+from keras_boost.bench.workloads import Seeds
+from keras_boost.bench.workloads import extra_seed
 from keras_boost.datasets import token_task
 from keras_boost.keras_private import attention_projections
 
@@ -115,12 +116,6 @@ def _check_int(name, value, low):
         raise ValueError(f"text_transformer {name} must be an int >= {low}, got {value!r}.")
 
 
-def _dropout_seed(seed, index):
-    """Seeds of the dropout layers, apart from the weights' (offset 500 of
-    the model's range), so that the initial weights do not depend on them."""
-    return None if seed is None else int(seed) * 1000 + 500 + index
-
-
 def text_transformer(
     vocabulary_size,
     sequence_length,
@@ -196,7 +191,7 @@ def text_transformer(
         _check_int(name, value, low)
     if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
         raise ValueError(f"text_transformer dropout must be a rate in [0, 1), got {dropout!r}.")
-    seeds = _Seeds(seed)
+    seeds = Seeds(seed)
     dropouts = itertools.count()
     layers = keras.layers
 
@@ -204,7 +199,7 @@ def text_transformer(
         return keras.initializers.GlorotUniform(seed=seeds.next())
 
     def dropout_layer(name):
-        return layers.Dropout(dropout, seed=_dropout_seed(seed, next(dropouts)), name=name)
+        return layers.Dropout(dropout, seed=extra_seed(seed, next(dropouts)), name=name)
 
     inputs = keras.Input(shape=(sequence_length,), dtype="int32", name="tokens")
     x = TokenAndPositionEmbedding(
