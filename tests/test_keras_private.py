@@ -5,8 +5,8 @@ import keras
 import numpy as np
 import pytest
 
-from conftest import subclassed_dense_net
 from conftest import dense_graph
+from conftest import subclassed_dense_net
 from keras_boost import keras_private
 
 BACKEND = keras.backend.backend()

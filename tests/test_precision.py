@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
-from conftest import subclassed_dense_net
 from conftest import dense_graph
 from conftest import regression_data
+from conftest import subclassed_dense_net
 from keras_boost.precision import choose_precision
 from keras_boost.bench import residual_cnn
 from keras_boost.precision import with_precision
