@@ -22,7 +22,7 @@ Example:
 
 ```shell
 KERAS_BACKEND=tensorflow python -m benchmarks.prefix_cache
-python -m benchmarks.prefix_cache --backend tensorflow --repeats 1 --epochs 1 --settings frozen
+python -m benchmarks.prefix_cache --backend tensorflow --repeats 1 --epochs 1 --cases frozen
 ```
 """
 
@@ -80,7 +80,7 @@ def run(setting, variant, x, y, args):
 
 def parse_args(argv=None):
     parser = runner.parser("prefix_cache", __doc__, seed=0, output="bench_results/prefix_cache_{backend}.json")
-    parser.add_argument("--settings", default=",".join(SETTINGS), help=f"comma-separated, of {', '.join(SETTINGS)}")
+    parser.add_argument("--cases", default=",".join(SETTINGS), help=f"comma-separated, of {', '.join(SETTINGS)}")
     parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats (default 3)")
     parser.add_argument("--epochs", type=int, default=3, help="epochs per run (default 3)")
     parser.add_argument("--batch-size", type=int, default=64, help="batch size (default 64)")
@@ -90,7 +90,7 @@ def parse_args(argv=None):
 def measure(args):
     (x, y), _ = load_mnist_sample()
     results = []
-    for setting in args.settings.split(","):
+    for setting in args.cases.split(","):
         report = split_frozen_prefix(build(setting, args.seed)).report
         print(report, flush=True)
         times = {"plain": [], "cached": []}
