@@ -363,7 +363,7 @@ def phase_epochs(workload, short_ratio=None):
         )
     second = workload.fine_tune.epochs
     if short_ratio is not None:
-        second = min(max(1, int(round(second * short_ratio))), epochs - 1)
+        second = workload.fine_tune.rescaled_epochs(short_ratio, epochs)
     return [epochs - second, second]
 
 

@@ -75,6 +75,19 @@ class FineTune:
                 f"FineTune warmup_epochs must be in [0, epochs={self.epochs}), got {self.warmup_epochs!r}."
             )
 
+    def rescaled_epochs(self, ratio, run_epochs):
+        """This phase's epochs in a run rescaled by `ratio` to `run_epochs`
+        epochs: `round(epochs * ratio)`, at least 1 and leaving the first
+        phase at least 1.
+
+        Example:
+
+        ```python
+        FineTune(epochs=8, learning_rate=0.01, layers=("conv",)).rescaled_epochs(0.75, 9)   # 6
+        ```
+        """
+        return min(max(1, int(round(self.epochs * ratio))), run_epochs - 1)
+
     def unfreeze(self, model):
         """Makes `layers` of `model`'s base trainable, and only those.
 
@@ -208,7 +221,7 @@ class Workload:
         if fine_tune is not None:
             if epochs < 2:
                 raise ValueError(f"Workload {self.name!r} trains in two phases: it needs epochs >= 2, got {epochs}.")
-            second = min(max(1, round(fine_tune.epochs * epochs / self.epochs)), epochs - 1)
+            second = fine_tune.rescaled_epochs(epochs / self.epochs, epochs)
             fine_tune = dataclasses.replace(
                 fine_tune, epochs=second, warmup_epochs=min(fine_tune.warmup_epochs, second / 2))
             first = epochs - second
