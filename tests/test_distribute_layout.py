@@ -236,6 +236,7 @@ def test_plan_errors():
 # --- ModelParallel training on 8 host devices (JAX) -------------------------
 
 
+@pytest.mark.slow  # a subprocess with 8 devices
 @pytest.mark.skipif(keras.backend.backend() != "jax",
                     reason="keras.distribution.ModelParallel shards variables only on JAX in Keras 3.15 "
                            "(torch has no distribution_lib, TensorFlow's distribute_value is a stub)")
