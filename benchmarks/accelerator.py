@@ -54,8 +54,8 @@ and driver from `nvidia-smi` when it is present, what the backend sees
 (`jax.devices()`, `torch.cuda`, TensorFlow's GPUs) and `device`: the GPU's
 name when the backend runs on it, else `"CPU: <model>"`. Without TensorFlow
 (the GPU machine has none: its wheel is far over the 64 MiB a call may
-carry) the harness' `tf.data` pipeline is replaced by a NumPy generator of
-the same batches' shape and order rule (recorded as `input_pipeline`).
+carry) the harness feeds a NumPy generator of the same batches' shape and
+order rule instead of `tf.data` (recorded as `input_pipeline`).
 
 **On the lent GPU** (`nvidia-h200`; see `/work/.library/device/README.md`).
 The machine has JAX and torch but neither Keras nor TensorFlow, and no
@@ -422,36 +422,6 @@ def shortened(workload, epochs, samples=None):
     return dataclasses.replace(short, data=data)
 
 
-def numpy_training_dataset(x, y, batch_size, seed):
-    """The harness' training input without TensorFlow: an endless NumPy generator.
-
-    Like `keras_boost.bench.harness.training_dataset`: batches of
-    `batch_size` (the last of each pass smaller), each pass in a new order
-    drawn from a generator seeded by `seed`, so every variant of a seed sees
-    the same batches. Returns `(generator, steps_per_epoch)`.
-    """
-    import numpy as np
-
-    def batches():
-        rng = np.random.default_rng(seed)
-        while True:
-            order = rng.permutation(len(x))
-            for start in range(0, len(x), batch_size):
-                index = order[start:start + batch_size]
-                yield x[index], y[index]
-
-    return batches(), -(-len(x) // batch_size)
-
-
-def _has_tensorflow():
-    import importlib.util
-
-    try:
-        return importlib.util.find_spec("tensorflow") is not None
-    except (ImportError, ValueError):
-        return False
-
-
 # --- step time -----------------------------------------------------------------------
 
 
@@ -588,12 +558,8 @@ def tta_estimate(unit, short):
     return 1.25 * ((phases + 1) * compiles + steps * per_step)
 
 
-def time_to_accuracy_unit(short, precision, seed, pipeline, order=VARIANTS):
-    """`baseline` and `O1` (in `order`) through `harness.run_once` on the shortened workload; returns the record.
-
-    `pipeline`: None (the harness' `tf.data` input), or a replacement of
-    `harness.training_dataset` for the runs (`numpy_training_dataset`).
-    """
+def time_to_accuracy_unit(short, precision, seed, order=VARIANTS):
+    """`baseline` and `O1` (in `order`) through `harness.run_once` on the shortened workload; returns the record."""
     import keras
 
     from keras_boost.bench import harness
@@ -601,22 +567,16 @@ def time_to_accuracy_unit(short, precision, seed, pipeline, order=VARIANTS):
     started = time.monotonic()
     record = {"workload": short.name, "precision": precision, "seed": seed, "epochs": short.epochs,
               "target": short.target, "order": list(order), "runs": {}}
-    saved = harness.training_dataset
-    if pipeline is not None:
-        harness.training_dataset = pipeline
-    try:
-        for variant in order:
-            run = harness.run_once(short, variant, precision, seed)
-            record["runs"][variant] = run
-            if "skipped" in run:
-                print(f"  {variant}: skipped: {run['skipped']}", flush=True)
-            else:
-                print(f"  {variant}: train {run['train_seconds']:.1f} s, final accuracy {run['final_accuracy']:.4f}",
-                      flush=True)
-            gc.collect()
-            keras.backend.clear_session()
-    finally:
-        harness.training_dataset = saved
+    for variant in order:
+        run = harness.run_once(short, variant, precision, seed)
+        record["runs"][variant] = run
+        if "skipped" in run:
+            print(f"  {variant}: skipped: {run['skipped']}", flush=True)
+        else:
+            print(f"  {variant}: train {run['train_seconds']:.1f} s, final accuracy {run['final_accuracy']:.4f}",
+                  flush=True)
+        gc.collect()
+        keras.backend.clear_session()
     runs = record["runs"]
     if not any("skipped" in run for run in runs.values()):
         common = min(run["final_accuracy"] for run in runs.values())
@@ -638,18 +598,20 @@ def measure(args):
     """The step-time units, then the time-to-accuracy units, inside the budget (a generator)."""
     import keras
 
+    from keras_boost.bench import harness
+
     backend = keras.backend.backend()
     output = args.output.format(backend=backend) if args.output else None
     budget = Budget(args.budget, path=output)
-    pipeline = None if _has_tensorflow() else numpy_training_dataset
+    pipeline = harness.input_pipeline()
     accelerator = accelerator_record(backend)
     print(f"device: {accelerator['device']} | budget {args.budget:.0f} s ({budget.left():.0f} s left) | "
-          f"input {'tf.data' if pipeline is None else 'NumPy generator (no TensorFlow)'}", flush=True)
+          f"input {pipeline}", flush=True)
     if "warning" in accelerator:
         print(f"WARNING: {accelerator['warning']}", flush=True)
     result = {
         "environment": {"accelerator": accelerator,
-                        "input_pipeline": "tf.data" if pipeline is None else "numpy generator (no TensorFlow)",
+                        "input_pipeline": pipeline,
                         "xla_flags": os.environ.get("XLA_FLAGS")},
         "budget": {"seconds": args.budget, "used": None, "stopped": None},
         "step_time": [], "time_to_accuracy": [],
@@ -691,7 +653,7 @@ def measure(args):
                 else:
                     # Alternate which variant runs first: neither always pays a warm process' leftovers.
                     first = len([r for r in result[part] if "skipped" not in r]) % 2
-                    record = time_to_accuracy_unit(short, precision, args.seed, pipeline,
+                    record = time_to_accuracy_unit(short, precision, args.seed,
                                                    VARIANTS[::-1] if first else VARIANTS)
             except Exception as error:  # one unit's failure (memory, a kernel) must not cost the others
                 traceback.print_exc()

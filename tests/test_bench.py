@@ -3,6 +3,7 @@
 import argparse
 import copy
 import importlib
+import importlib.util
 import json
 import math
 import os
@@ -345,6 +346,25 @@ def test_training_dataset_is_one_seeded_pipeline_reshuffled_every_pass():
     assert passes(again, 2) == [first, second]                 # the same order for every variant
     other, _ = harness.training_dataset(x, y, batch_size=4, seed=4)
     assert passes(other, 1)[0] != first
+
+
+def test_training_dataset_without_tensorflow_is_a_seeded_numpy_generator(monkeypatch):
+    # A machine without TensorFlow (the GPU check's) gets the same rule from NumPy.
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else True)
+    assert harness.input_pipeline() == "numpy generator (no TensorFlow)"
+    x = np.arange(10, dtype="float32")[:, None]
+    y = np.arange(10, dtype="int32")
+
+    def passes(seed, n=2):
+        batches, steps = harness.training_dataset(x, y, batch_size=4, seed=seed)
+        assert steps == 3
+        taken = [next(batches) for _ in range(n * steps)]
+        assert all((xb[:, 0] == yb).all() for xb, yb in taken)
+        return [sum((yb.tolist() for _, yb in taken[i * steps:(i + 1) * steps]), []) for i in range(n)]
+
+    first, second = passes(seed=3)
+    assert sorted(first) == sorted(second) == list(range(10)) and first != second
+    assert passes(seed=3) == [first, second] and passes(seed=4)[0] != first
 
 
 def test_time_to_accuracy_is_the_first_epoch_reaching_it():

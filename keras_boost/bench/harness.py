@@ -50,6 +50,7 @@ import copy
 import dataclasses
 import datetime
 import importlib
+import importlib.util
 import itertools
 import json
 import math
@@ -73,7 +74,7 @@ from keras_boost.bench.workloads import residual_cnn
 __all__ = [
     "ALGORITHM_CONFIGS", "AccuracyClock", "DEFAULT_VARIANTS", "FineTune", "LEVEL_CONFIGS", "LOSS", "PLAIN_VARIANTS",
     "PRECISIONS",
-    "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in", "environment", "interleaved_jobs",
+    "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in", "environment", "input_pipeline", "interleaved_jobs",
     "merge_results", "phase_epochs", "quickstart_augmented_workload", "quickstart_workload", "realistic_workload",
     "resnet_workload", "run_benchmark", "run_once", "schedule_steps", "short_epochs", "time_to_accuracy",
     "tiny_workload", "training_dataset", "validate_result", "variant_spec", "workload_record",
@@ -450,7 +451,10 @@ def training_dataset(x, y, batch_size, seed):
     trains from this one pipeline.
 
     Each pass reshuffles with a seeded order: all variants of a seed see
-    the same batches in the same order.
+    the same batches in the same order. Where TensorFlow is not installed
+    (a JAX or torch machine), an endless NumPy generator gives batches of
+    the same shapes, reshuffled each pass by a generator seeded by `seed`
+    (`input_pipeline()` says which).
 
     Returns:
         `(dataset, steps_per_epoch)`, to pass as `fit(dataset,
@@ -463,6 +467,9 @@ def training_dataset(x, y, batch_size, seed):
     model.fit(dataset, steps_per_epoch=steps, epochs=16)
     ```
     """
+    steps = math.ceil(len(x) / batch_size)
+    if input_pipeline() != "tf.data":
+        return _numpy_batches(x, y, batch_size, seed), steps
     import tensorflow as tf  # tf.data feeds every backend; imported only when a run starts
 
     dataset = (
@@ -472,7 +479,22 @@ def training_dataset(x, y, batch_size, seed):
         .repeat()
         .prefetch(1)
     )
-    return dataset, math.ceil(len(x) / batch_size)
+    return dataset, steps
+
+
+def input_pipeline():
+    """What `training_dataset` feeds: "tf.data", or "numpy generator (no
+    TensorFlow)" where TensorFlow is not installed."""
+    return "tf.data" if importlib.util.find_spec("tensorflow") is not None else "numpy generator (no TensorFlow)"
+
+
+def _numpy_batches(x, y, batch_size, seed):
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(len(x))
+        for start in range(0, len(x), batch_size):
+            index = order[start:start + batch_size]
+            yield x[index], y[index]
 
 
 def _milliseconds(seconds):
