@@ -683,11 +683,11 @@ def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
         pytest.skip("one backend is enough for the report's plumbing (the step is tested on all)")
     from benchmarks import dim_reduce as dim_reduce_bench
 
-    result = dim_reduce_bench.main(["--seeds", "1", "--stage1-epochs", "1", "--every", "10", "--components", "2",
-                                   "--long-epochs", "1", "--output", str(tmp_path / "dr.json")])
+    result = dim_reduce_bench.main(["--workload", "tiny", "--seeds", "1", "--stage1-epochs", "1", "--every", "2",
+                                   "--components", "2", "--long-epochs", "1", "--output", str(tmp_path / "dr.json")])
     run = result["runs"][0]
     assert set(run) >= {"stage1_accuracy", "plain+2", "plain+long", "plain+2-annealed", "dim_reduce"}
-    assert run["dim_reduce"]["steps"] == 2 * math.ceil(4000 / 64)
+    assert run["dim_reduce"]["steps"] == 2 * math.ceil(512 / 64)
     assert 0 < run["dim_reduce"]["accepted_steps"] <= run["dim_reduce"]["steps"]
     saved = json.loads((tmp_path / "dr.json").read_text())
     assert saved["complete"] is True and saved["median_accuracy"]["dim_reduce"] > 0.1
