@@ -30,18 +30,15 @@ from programs.running import batch_norms
 from programs.running import build
 from programs.running import check_fit_save_load_resume
 from programs.running import fit
+from programs.running import is_application
 from programs.running import params
 from programs.running import plain_keras
 from programs.running import program  # noqa: F401 (the fixture)
 
 
-def _not_an_application(program):
-    return not program.name.startswith("app_")
-
-
 WRAP = params("wrap")
 AUTO_BOOST = params("auto_boost")
-STANDARD = params("boost_model", lambda p: not p.custom_train_step and _not_an_application(p))
+STANDARD = params("boost_model", lambda p: not p.custom_train_step and not is_application(p))
 CUSTOM = params("boost_model", lambda p: p.custom_train_step)
 
 

@@ -16,13 +16,14 @@ from programs.running import assert_same_training
 from programs.running import build
 from programs.running import check_fit_save_load_resume
 from programs.running import fit
+from programs.running import is_application
 from programs.running import params
 from programs.running import program  # noqa: F401 (the fixture)
 
-APPLICATIONS = params("boost_model", lambda p: p.name.startswith("app_"))
+APPLICATIONS = params("boost_model", is_application)
 # The keras.applications graphs that `APPLICATIONS` trains at O1 only.
 BIG_APPLICATIONS = [
-    pytest.param(p, id=p.name) for p in PROGRAMS.values() if "O0" not in p.levels and p.name.startswith("app_")
+    pytest.param(p, id=p.name) for p in PROGRAMS.values() if "O0" not in p.levels and is_application(p)
 ]
 
 

@@ -36,20 +36,9 @@ import keras_boost as boost  # noqa: E402
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # tests/
 from programs import PROGRAMS  # noqa: E402
 from programs.base import predict  # noqa: E402
-
-SEED = 1234
-
-
-def values(variables):
-    return [np.array(keras.ops.convert_to_numpy(v)) for v in variables]
-
-
-def batch_norms(model):
-    return sum(
-        batch_norms(layer) if isinstance(layer, keras.Model)
-        else isinstance(layer, keras.layers.BatchNormalization)
-        for layer in model.layers
-    )
+from programs.running import SEED  # noqa: E402
+from programs.running import batch_norms  # noqa: E402
+from programs.running import values  # noqa: E402
 
 
 def run(program, strategy, level, workdir):

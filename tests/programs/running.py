@@ -18,6 +18,11 @@ from programs.base import predict
 SEED = 1234
 
 
+def is_application(program):
+    """A keras.applications program (`tests/test_programs_applications.py` runs them)."""
+    return program.name.startswith("app_")
+
+
 def params(entry_point, keep=lambda p: True):
     """(program, level) pairs for `entry_point`, as ids "name-level"."""
     return [
