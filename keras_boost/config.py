@@ -43,8 +43,8 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 
 # Algorithm flags of the "boost" section, in MindSpore's order, then
 # keras_boost's own (fused_batch_norm: the remaining BatchNormalization
-# layers train with one fused kernel, same math; see
-# keras_boost.surgery.fuse_batch_norm).
+# layers train with one fused kernel, same math; prefix_cache: BoostModel.fit
+# computes a frozen prefix once; see keras_boost.algorithms).
 ALGORITHMS = (
     "less_bn",
     "grad_freeze",
@@ -53,20 +53,30 @@ ALGORITHMS = (
     "dim_reduce",
     "loss_scale_group",
     "fused_batch_norm",
+    "prefix_cache",
 )
 
 # MindSpore's presets (boost.py, `_boost_config_level`), plus
 # fused_batch_norm at O1 and O2: it changes no number of the training, only
-# the kernels (measured: docs/methods/fused_batch_norm.md).
+# the kernels (measured: docs/methods/fused_batch_norm.md); and prefix_cache:
+# BoostModel.fit on arrays computes a frozen prefix once, which also changes
+# no number (docs/methods/prefix_cache.md).
 _PRESETS = {
     "O0": dict.fromkeys(ALGORITHMS, False),
-    "O1": {**dict.fromkeys(ALGORITHMS, False), "less_bn": True, "grad_freeze": True, "fused_batch_norm": True},
+    "O1": {
+        **dict.fromkeys(ALGORITHMS, False),
+        "less_bn": True,
+        "grad_freeze": True,
+        "fused_batch_norm": True,
+        "prefix_cache": True,
+    },
     "O2": {
         **dict.fromkeys(ALGORITHMS, False),
         "less_bn": True,
         "grad_freeze": True,
         "adasum": True,
         "fused_batch_norm": True,
+        "prefix_cache": True,
     },
 }
 
@@ -263,6 +273,9 @@ SCHEMA = {
         # Extension: line-search trials (MindSpore hard-codes 2).
         "max_line_search": (2, _int(1)),
     },
+    # Extension: the largest cache of frozen-prefix outputs BoostModel.fit
+    # keeps in memory (float32 estimate); above it, fit runs uncached.
+    "prefix_cache": {"max_cache_mb": (2048, _real(0.0, math.inf))},
 }
 
 

@@ -22,7 +22,7 @@ from keras_boost.algorithms.compose import carry_surgery_report
 from keras_boost.algorithms.compose import choice_from_config
 from keras_boost.algorithms.compose import model_loss_scale
 from keras_boost.algorithms.compose import prepare_compile
-from keras_boost.algorithms.compose import print_summary_callback
+from keras_boost.algorithms.compose import run_fit
 from keras_boost.algorithms.compose import step_parts_for
 from keras_boost.algorithms.compose import summary_line
 from keras_boost.algorithms.compose import warn_unapplied
@@ -226,10 +226,8 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
             object.__delattr__(self, "train_step")
         return self.train_function
 
-    def fit(self, *args, callbacks=None, **kwargs):
-        extra = [callback for part in self._boost_step_parts() for callback in part.callbacks(self)]
-        callbacks = [*(callbacks or []), *extra, print_summary_callback()]
-        return super().fit(*args, callbacks=callbacks, **kwargs)
+    def fit(self, *args, **kwargs):
+        return run_fit(self, super().fit, args, kwargs, self._boost_step_parts())
 
     def boost_summary(self):
         """One line saying what the level did on this model ("" at O0 with

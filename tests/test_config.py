@@ -19,11 +19,12 @@ def flags(resolved):
     "level, on",
     [("O0", set()), ("O1", {"less_bn", "grad_freeze"}), ("O2", {"less_bn", "grad_freeze", "adasum"})],
 )
-def test_presets_are_mindspore_plus_fused_batch_norm(level, on):
-    # MindSpore's flags, plus keras_boost's fused_batch_norm wherever a level
-    # enables anything (it changes kernels, not the training's numbers).
+def test_presets_are_mindspore_plus_fused_batch_norm_and_prefix_cache(level, on):
+    # MindSpore's flags, plus keras_boost's fused_batch_norm and prefix_cache
+    # wherever a level enables anything (they change kernels and what is
+    # computed once, not the training's numbers).
     resolved = cfg.resolve_config(level)
-    expected = {name: name in on for name in FLAGS} | {"fused_batch_norm": bool(on)}
+    expected = {name: name in on for name in FLAGS} | {"fused_batch_norm": bool(on), "prefix_cache": bool(on)}
     assert flags(resolved) == expected
     assert resolved["boost"]["mode"] == "auto"
 
@@ -57,7 +58,7 @@ def test_auto_mode_ignores_flags_and_says_so():
 def test_manual_mode_overrides_given_flags_only():
     resolved = cfg.resolve_config("O1", {"boost": {"mode": "manual", "adasum": True, "less_bn": False}})
     assert flags(resolved) == {**dict.fromkeys(FLAGS, False), "grad_freeze": True, "adasum": True,
-                              "fused_batch_norm": True}
+                              "fused_batch_norm": True, "prefix_cache": True}
 
 
 def test_manual_mode_does_not_mutate_the_presets():
@@ -172,7 +173,8 @@ def test_section_of_disabled_algorithm_warns():
                       "adasum": False}},
      r"\['less_bn', 'grad_accumulation'\] are switched off"),
     ("O0", {"boost": {"mode": "enable_all"}},
-     r"\['less_bn', 'grad_freeze', 'adasum', 'grad_accumulation', 'loss_scale_group', 'fused_batch_norm'\]"),
+     r"\['less_bn', 'grad_freeze', 'adasum', 'grad_accumulation', 'loss_scale_group', 'fused_batch_norm', "
+     r"'prefix_cache'\]"),
 ])
 def test_dim_reduce_is_exclusive_and_names_what_it_switches_off(level, config, named):
     with pytest.warns(boost.NoEffectWarning, match=named):
@@ -205,4 +207,4 @@ def test_resolution_is_idempotent_and_json_round_trips():
         warnings.simplefilter("error")
         again = boost.AutoBoost("O2", json.loads(ab.to_json()))
     assert again.config == ab.config
-    assert ab.enabled == ["less_bn", "grad_freeze", "adasum", "grad_accumulation", "fused_batch_norm"]
+    assert ab.enabled == ["less_bn", "grad_freeze", "adasum", "grad_accumulation", "fused_batch_norm", "prefix_cache"]

@@ -237,7 +237,7 @@ def test_o1_fuses_the_bns_less_bn_keeps_and_keeps_its_report():
     assert boosted.less_bn_report.num_removed == 5
     assert kinds.count("FusedBatchNormalization" if FUSED_BACKEND else "BatchNormalization") == 4
     assert kinds.count("BatchNormalization" if FUSED_BACKEND else "FusedBatchNormalization") == 0
-    assert boost.AutoBoost("O1").enabled == ["less_bn", "grad_freeze", "fused_batch_norm"]
+    assert boost.AutoBoost("O1").enabled == ["less_bn", "grad_freeze", "fused_batch_norm", "prefix_cache"]
     assert boost.surgery.count_batch_norms(model) == 9  # the input is untouched
 
 

@@ -90,7 +90,8 @@ def test_unimplemented_algorithms_raise_not_implemented(monkeypatch, config, mis
 
 def test_manual_mode_can_switch_algorithms_off():
     opt = boost.wrap(keras.optimizers.SGD(), "O2", {"boost": {"mode": "manual", "adasum": False, "less_bn": False,
-                                                               "grad_freeze": False, "fused_batch_norm": False}})
+                                                               "grad_freeze": False, "fused_batch_norm": False,
+                                                               "prefix_cache": False}})
     assert opt.boost_level == "O2" and not any(
         v for k, v in opt.boost_config["boost"].items() if k != "mode"
     )

@@ -26,6 +26,8 @@ HEAD = {"head_logits/kernel", "head_logits/bias"}
 TINY = dict(width=4, blocks=(1, 1), pretrain_epochs=1, epochs=3, fine_tune_epochs=2, unfreeze_blocks=1,
             samples=96, name="finetune_tiny")
 TOP = {"stage2_block1_conv1/kernel", "stage2_block1_conv2/kernel", "stage2_block1_proj_conv/kernel"}
+O1_UNCACHED = "O1+boost.mode=manual+boost.prefix_cache=false"
+VARIANTS = ["baseline", "O1", O1_UNCACHED, "prefix-cache"]
 
 
 def _values(model):
@@ -131,7 +133,7 @@ def test_the_pretrained_base_is_cached_per_seed_and_nested_frozen_in_inference_m
     assert np.allclose(numpy(again(x, training=True)), numpy(again(x, training=False)), atol=1e-6)
 
 
-@pytest.mark.parametrize("variant", ["baseline", "O1", "prefix-cache"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_each_phase_trains_exactly_what_plain_keras_trains(variant):
     record, initial, after_first, model = recorded_run(variant)
     final = _values(model)
@@ -142,14 +144,21 @@ def test_each_phase_trains_exactly_what_plain_keras_trains(variant):
     assert _changed(after_first, final) & set(initial) == HEAD | TOP
     assert {v.path for v in model.trainable_variables} == HEAD | TOP
     assert record["phases"] == [1, 2] and record["epochs"] == 3
-    if variant == "O1":
-        # Phase 2's plain optimizer got the level's chain from BoostModel.compile,
-        # gradient freezing included, its groups recomputed over the unfrozen top.
+    if variant.startswith("O1"):
+        # Phase 2's plain optimizer got the level's chain from BoostModel.compile.
         assert isinstance(model.optimizer, boost.BoostOptimizer) and model.optimizer.boost_level == "O1"
+    if variant == O1_UNCACHED:
+        # Gradient freezing's groups recomputed over the unfrozen top.
         assert model.freeze_planner.num_depths == 4  # one group per unfrozen conv, one for the head
+    if variant == "O1":
+        # Both phases fit on arrays with a frozen prefix: the level cached it
+        # (the frozen base, then the base below the unfrozen top block).
+        assert len(record["boost_summary"]) == 2
+        for summary in record["boost_summary"]:
+            assert "operations computed once" in summary and "gradient freezing not run" in summary
 
 
-@pytest.mark.parametrize("variant", ["baseline", "O1", "prefix-cache"])
+@pytest.mark.parametrize("variant", VARIANTS)
 def test_the_curve_runs_on_across_the_phases(variant):
     record, *_ = recorded_run(variant)
     times = [t for t, _ in record["curve"]]
@@ -161,7 +170,7 @@ def test_the_curve_runs_on_across_the_phases(variant):
     # Phase 1's own schedule ran to its end (cosine decayed to 0).
     assert record["phase1_end"]["iterations"] == steps
     assert record["phase1_end"]["learning_rate"] == pytest.approx(0.0, abs=1e-7)
-    if variant == "O1":
+    if variant == O1_UNCACHED:
         assert len(record["phase_freeze_depths"]) == 2
         assert record["freeze_depths"] == record["phase_freeze_depths"][-1]
 

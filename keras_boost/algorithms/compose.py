@@ -6,7 +6,9 @@ and preparation `compile` needs, for the warnings a constructor gives, and
 for the end-of-fit summary, to which every algorithm contributes its phrase.
 """
 
+import inspect
 import warnings
+import weakref
 
 import keras
 
@@ -33,9 +35,13 @@ from keras_boost.algorithms.precision import PrecisionChoice
 from keras_boost.algorithms.precision import model_policies
 from keras_boost.algorithms.less_bn import find_less_bn
 from keras_boost.algorithms.less_bn import REPORT_ATTR
+from keras_boost.algorithms.prefix_cache import fit_with_level_cache
 
-__all__ = ["carry_surgery_report", "choice_from_config", "model_loss_scale", "prepare_compile", "step_parts_for",
-           "summary_line", "warn_unapplied"]
+__all__ = ["carry_surgery_report", "choice_from_config", "model_loss_scale", "prepare_compile", "run_fit",
+           "step_parts_for", "summary_line", "warn_unapplied"]
+
+# model -> the `CacheDecision` of its last fit (prefix caching on).
+_FIT_DECISIONS = weakref.WeakKeyDictionary()
 
 
 def step_parts_for(model, optimizer=None):
@@ -117,6 +123,29 @@ def _less_bn_report(model):
     return find_less_bn(model, remove_pretrained_bn=remove_pretrained)
 
 
+def run_fit(model, fit, args, kwargs, parts):
+    """`BoostModel.fit(*args, **kwargs)`: Keras' `fit` (`fit`, bound to the
+    model) with the parts' callbacks and the end-of-fit summary, or, with
+    prefix caching on and able to act, the cached fit (see
+    `keras_boost.algorithms.prefix_cache.level`)."""
+    arguments = inspect.signature(keras.Model.fit).bind(model, *args, **kwargs).arguments
+    arguments.pop(next(iter(inspect.signature(keras.Model.fit).parameters)))  # self
+    user_callbacks = list(arguments.get("callbacks") or [])
+    report = _BoostReportCallback(model)
+    extra = [callback for part in parts for callback in part.callbacks(model)]
+
+    def uncached_fit(**given):
+        return fit(**{**given, "callbacks": [*user_callbacks, *extra, report]})
+
+    _FIT_DECISIONS.pop(model, None)
+    if not model.boost_config["boost"]["prefix_cache"]:
+        return uncached_fit(**arguments)
+    arguments["callbacks"] = [*user_callbacks, report]
+    max_cache_mb = model.boost_config["prefix_cache"]["max_cache_mb"]
+    return fit_with_level_cache(model, uncached_fit, arguments, parts, max_cache_mb,
+                                record=lambda decision: _FIT_DECISIONS.__setitem__(model, decision))
+
+
 def summary_line(model, parts):
     """`BoostModel.boost_summary()`: each algorithm's phrase, in one line
     ("" at O0 with nothing on)."""
@@ -124,8 +153,12 @@ def summary_line(model, parts):
     if not (config_lib.enabled_algorithms(config) or config["common"]["precision"] or model.loss_scale is not None):
         return ""
     owner = update_owner(parts)
+    decision = _FIT_DECISIONS.get(model)
+    if decision is not None and decision.cached:  # the optional parts did not run (its phrase says so)
+        parts = [part for part in parts if not part.optional]
     phrases = [_surgery_phrase(model), _centralization_phrase(model)]
     phrases += [part.summary(model) for part in parts if part is not owner]
+    phrases += [decision.phrase] if decision is not None else []
     # The update's owner is the loss scaling when there is one.
     phrases += [_precision_phrase(model), (owner.summary(model) if owner else "") or "no loss scaling"]
     return f"keras_boost {model.boost_level} on {model.name!r}: " + "; ".join(p for p in phrases if p) + "."
@@ -165,14 +198,17 @@ def _precision_phrase(model):
     return "" if policies == ["float32"] else f"precision {', '.join(policies)}"
 
 
-def print_summary_callback():
-    """A callback printing `model.boost_summary()` at the end of `fit` when
-    `verbose` is not 0 (after the progress bar, through Keras' printer)."""
-    return _BoostReportCallback()
-
-
 class _BoostReportCallback(keras.callbacks.Callback):
+    """Prints `boosted.boost_summary()` at the end of `fit` when `verbose`
+    is not 0 (after the progress bar, through Keras' printer). It holds the
+    model itself: a cached fit's callbacks see the suffix as their model."""
+
+    def __init__(self, boosted):
+        super().__init__()
+        self._boosted = weakref.ref(boosted)
+
     def on_train_end(self, logs=None):
-        line = self.model.boost_summary()
+        boosted = self._boosted()
+        line = boosted.boost_summary() if boosted is not None else ""
         if line and self.params.get("verbose"):
             keras_private.print_msg(line)

@@ -40,8 +40,15 @@ class StepPart:
     """One algorithm's share of the train step; every method has a default
     that leaves the step as Keras would run it."""
 
+    #: The algorithm's name in messages.
+    label = "a step part"
     #: True when `apply` / `stateless_apply` replace `optimizer.apply`.
     owns_update = False
+    #: True for a part that only trades accuracy for time by training less
+    #: of the model in some steps (gradient freezing): a faster way to fit
+    #: (the frozen prefix computed once) may train without it, in full.
+    #: False for a part without which the step would be wrong.
+    optional = False
 
     def trained_variables(self, variables):
         """The variables of `variables` this step differentiates and updates."""

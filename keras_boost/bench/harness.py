@@ -512,7 +512,8 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
     variables trainable then); the second fit continues the first's clock,
     curve and batches. The record then also holds `phases` (the epochs of
     each) and, with gradient freezing, `phase_freeze_depths` (one entry per
-    phase; `freeze_depths` is the last phase's).
+    phase; `freeze_depths` is the last phase's). A boost variant's record
+    holds `boost_summary`: `model.boost_summary()` after each phase.
 
     Example:
 
@@ -531,7 +532,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
     total_steps, warmup_steps = schedule_steps(workload, phases[0], steps_per_epoch, ratio)
     previous_policy = keras.config.dtype_policy()
     keras.config.set_dtype_policy(precision)
-    freeze_depths = []
+    freeze_depths, summaries = [], []  # per phase
     try:
         keras.utils.set_random_seed(seed)
         model = workload.build(seed)
@@ -551,7 +552,11 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
         model.compile(optimizer=optimizer, loss=LOSS)
         clock = AccuracyClock(x_test, y_test, model)
         keras.utils.set_random_seed(seed)
-        dataset, _ = training_dataset(x, y, workload.batch_size, seed)  # same batches for every variant
+        # The same batches for every variant: a seeded dataset, or, for
+        # fine-tuning, arrays that Keras shuffles from the seed (a level's
+        # prefix caching acts on arrays only: a dataset's batches may change
+        # per epoch).
+        dataset = None if workload.fine_tune is not None else training_dataset(x, y, workload.batch_size, seed)[0]
         start = time.perf_counter()
         # The whole fit calls are timed: for prefix-cache that includes
         # computing the cached features before Keras' fit begins.
@@ -567,14 +572,17 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                                                warmup_epochs=fine_tune.warmup_epochs)
                 model.compile(optimizer=_optimizer(workload, total, warmup, fine_tune.learning_rate), loss=LOSS)
             if variant == "prefix-cache":
-                # Arrays (the features are cached per array), shuffled by
-                # Keras from the seed set above.
                 boost.fit_with_cached_prefix(model, x, y, batch_size=workload.batch_size, epochs=phase_length,
                                              shuffle=True, verbose=0, callbacks=[clock])
+            elif dataset is None:
+                model.fit(x, y, batch_size=workload.batch_size, epochs=phase_length, shuffle=True, verbose=0,
+                          callbacks=[clock])
             else:
                 model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=phase_length, shuffle=False, verbose=0,
                           callbacks=[clock])
             freeze_depths.append(_freeze_depths(model))
+            if spec is not None:
+                summaries.append(model.boost_summary())
         fit_seconds = time.perf_counter() - start
     finally:
         keras.config.set_dtype_policy(previous_policy)
@@ -587,6 +595,8 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
             record["phase_freeze_depths"] = freeze_depths
     if len(phases) > 1:
         record["phases"] = phases
+    if summaries:
+        record["boost_summary"] = summaries  # what the level did, per phase
     return {
         **record,
         "epochs": epochs,

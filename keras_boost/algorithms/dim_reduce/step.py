@@ -36,6 +36,8 @@ class DimReduceStep(StepPart):
     ```
     """
 
+    label = "DimReduce"
+
     owns_update = True
 
     def __init__(self, dim_reduce):

@@ -35,6 +35,9 @@ class FreezingStep(StepPart):
     ```
     """
 
+    label = "gradient freezing"
+    optional = True  # it trains less of the model on some steps, to save time
+
     def __init__(self, freeze, steps_per_update=1):
         self.freeze = freeze
         # With accumulation, a window of k micro-steps is one update: the

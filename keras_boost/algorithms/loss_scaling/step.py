@@ -34,6 +34,8 @@ class LossScaleStep(StepPart):
     ```
     """
 
+    label = "loss scaling"
+
     owns_update = True
 
     def __init__(self, scaler):
@@ -76,6 +78,8 @@ class GroupLossScaleStep(StepPart):
     part.summary(model)  # "loss scaling per group (GroupLossScaleManager)"
     ```
     """
+
+    label = "group loss scaling"
 
     owns_update = True
 

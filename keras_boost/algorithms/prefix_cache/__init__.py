@@ -19,21 +19,30 @@ print(split_frozen_prefix(model).report)  # where the cut is, and why there
 history = fit_with_cached_prefix(model, x_train, y_train, batch_size=64, epochs=10)
 ```
 
+The hook form: `boost.prefix_cache` (on at O1 and O2) makes `BoostModel.fit`
+on arrays do the same by itself (`keras_boost.algorithms.prefix_cache.level`).
+
 The method card: `docs/methods/prefix_cache.md`.
 """
 
 from keras_boost.algorithms.prefix_cache.fit import fit_with_cached_prefix
+from keras_boost.algorithms.prefix_cache.level import CacheDecision
+from keras_boost.algorithms.prefix_cache.level import fit_with_level_cache
 from keras_boost.algorithms.prefix_cache.rules import uncacheable_reason
 from keras_boost.algorithms.prefix_cache.split import CachedSuffix
 from keras_boost.algorithms.prefix_cache.split import PrefixReport
 from keras_boost.algorithms.prefix_cache.split import PrefixSplit
+from keras_boost.algorithms.prefix_cache.split import frozen_prefix_report
 from keras_boost.algorithms.prefix_cache.split import split_frozen_prefix
 
 __all__ = [
+    "CacheDecision",
     "CachedSuffix",
     "PrefixReport",
     "PrefixSplit",
     "fit_with_cached_prefix",
+    "fit_with_level_cache",
+    "frozen_prefix_report",
     "split_frozen_prefix",
     "uncacheable_reason",
 ]

@@ -21,7 +21,7 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.validation import check_model
 from keras_boost.validation import has_custom_train_step
 
-__all__ = ["fit_with_cached_prefix"]
+__all__ = ["are_arrays", "cached_inputs", "fit_suffix", "fit_with_cached_prefix"]
 
 
 def fit_with_cached_prefix(model, x, y=None, *, batch_size=None, epochs=1, verbose="auto", callbacks=None,
@@ -127,11 +127,27 @@ def fit_with_cached_prefix(model, x, y=None, *, batch_size=None, epochs=1, verbo
         return plain_fit(f"{model.name!r} has no trainable weight")
     _check_arrays("x", x)
     _check_arrays("y", y)
-    predict_batch_size = predict_batch_size or batch_size
-    features = split.features(x, batch_size=predict_batch_size)
-    if validation_data is not None:
-        fit_kwargs["validation_data"] = _validation_features(split, validation_data, predict_batch_size)
+    features, fit_kwargs = cached_inputs(split, x, fit_kwargs, predict_batch_size or batch_size)
+    return fit_suffix(model, split, features, y, fit_kwargs)
 
+
+def cached_inputs(split, x, fit_kwargs, predict_batch_size=None):
+    """The prefix's outputs for `x` and for the validation inputs of
+    `fit_kwargs` (arrays, checked), computed once: `(features, fit_kwargs
+    with the validation inputs replaced by theirs)`."""
+    fit_kwargs = dict(fit_kwargs)
+    predict_batch_size = predict_batch_size or fit_kwargs.get("batch_size")
+    features = split.features(x, batch_size=predict_batch_size)
+    if fit_kwargs.get("validation_data") is not None:
+        fit_kwargs["validation_data"] = _validation_features(split, fit_kwargs["validation_data"],
+                                                             predict_batch_size)
+    return features, fit_kwargs
+
+
+def fit_suffix(model, split, features, y, fit_kwargs):
+    """`fit` of the split's suffix on `features`, compiled as `model` (its
+    optimizer, loss, metrics and settings); returns the `History`, whose
+    `model` is `model`."""
     suffix = split.suffix
     given = keras_private.compile_arguments(model)
     suffix.compile(
@@ -150,21 +166,27 @@ def fit_with_cached_prefix(model, x, y=None, *, batch_size=None, epochs=1, verbo
     return history
 
 
-def _is_array(value):
-    return isinstance(value, np.ndarray) or keras.ops.is_tensor(value) or (
-        hasattr(value, "__array__") and hasattr(value, "shape"))
-
-
-def _check_arrays(where, value):
+def are_arrays(value):
+    """True when `value` is arrays as `fit` takes them: an array or tensor,
+    or a list, tuple or dict of them (None counts as arrays)."""
     if value is None:
-        return
+        return True
     if isinstance(value, dict):
         items = list(value.values())
     elif isinstance(value, (list, tuple)):
         items = list(value)
     else:
         items = [value]
-    if items and all(_is_array(v) for v in items):
+    return bool(items) and all(_is_array(v) for v in items)
+
+
+def _is_array(value):
+    return isinstance(value, np.ndarray) or keras.ops.is_tensor(value) or (
+        hasattr(value, "__array__") and hasattr(value, "shape"))
+
+
+def _check_arrays(where, value):
+    if are_arrays(value):
         return
     kind = f"{type(value).__module__}.{type(value).__qualname__}"
     raise TypeError(

@@ -30,7 +30,7 @@ from keras_boost import keras_private
 from keras_boost.algorithms.prefix_cache.rules import uncacheable_reason
 from keras_boost.validation import check_model
 
-__all__ = ["CachedSuffix", "PrefixReport", "PrefixSplit", "split_frozen_prefix"]
+__all__ = ["CachedSuffix", "PrefixReport", "PrefixSplit", "frozen_prefix_report", "split_frozen_prefix"]
 
 _MASK_REASON = "its output carries a Keras mask, which cached features would not keep"
 
@@ -51,6 +51,10 @@ class PrefixReport:
             operation.
         features_per_example: how many numbers the cached features of one
             example hold (their memory: this times the dtype's bytes).
+        frozen_layers: the prefix's frozen layers (`trainable=False`,
+            holding weights), the compute that caching saves; a prefix of
+            weightless or preprocessing layers alone (padding, rescaling)
+            has none.
     """
 
     model: str
@@ -59,6 +63,7 @@ class PrefixReport:
     stops: tuple = ()
     unopened: tuple = ()
     features_per_example: int = 0
+    frozen_layers: tuple = ()
 
     @property
     def empty(self):
@@ -216,6 +221,32 @@ def split_frozen_prefix(model, deterministic=()):
     print(split.report)  # cut at ['mobilenetv2_1.00_224'] ...
     ```
     """
+    graph, prefix_ids, stops = _analysed(model, deterministic)
+    return _build(model, graph, prefix_ids, stops)
+
+
+def frozen_prefix_report(model, deterministic=()):
+    """What `split_frozen_prefix(model).report` says, without building the
+    two halves (no layer is called; cheap enough to ask before every `fit`).
+
+    Args and raises: as `split_frozen_prefix`.
+
+    Returns:
+        A `PrefixReport`.
+
+    Example:
+
+    ```python
+    report = frozen_prefix_report(model)
+    report.empty, report.features_per_example
+    ```
+    """
+    graph, prefix_ids, stops = _analysed(model, deterministic)
+    cut, names, _ = _cut(model, graph, prefix_ids)
+    return _report(model, graph, prefix_ids, stops, cut, names)
+
+
+def _analysed(model, deterministic):
     check_model(model)
     reason = _opening_reason(model)
     if reason is not None:
@@ -226,7 +257,7 @@ def split_frozen_prefix(model, deterministic=()):
         )
     graph = _FlatGraph(model)
     prefix_ids, stops = _analyse(graph, deterministic)
-    return _build(model, graph, prefix_ids, stops)
+    return graph, prefix_ids, stops
 
 
 # --- the flattened graph -------------------------------------------------------
@@ -427,16 +458,39 @@ def _cut_keys(graph, prefix, cached):
 # --- building the two halves ---------------------------------------------------
 
 
-def _build(model, graph, prefix_ids, stops):
+def _cut(model, graph, prefix_ids):
+    """`(cut keys, their names, the prefix's flat nodes)`."""
     cached = set(graph.input_keys)
     for flat in graph.nodes:
         if id(flat) in prefix_ids:
             cached.update(flat.outputs)
     cut = _cut_keys(graph, prefix_ids, cached)
-    input_index = {k: i for i, k in enumerate(graph.input_keys)}
     suffix_nodes = [f for f in graph.nodes if id(f) not in prefix_ids]
     prefix_nodes = [f for f in graph.nodes if id(f) in prefix_ids]
-    names = _cut_names(graph, cut, prefix_nodes, suffix_nodes, model)
+    return cut, _cut_names(graph, cut, prefix_nodes, suffix_nodes, model), prefix_nodes
+
+
+def _report(model, graph, prefix_ids, stops, cut, names):
+    computed = any(k not in graph.input_keys for k in cut)
+    return PrefixReport(
+        model=model.name,
+        cut=tuple(names) if computed else (),
+        cached_layers=tuple(f.name for f in graph.nodes if id(f) in prefix_ids),
+        stops=tuple(stops),
+        unopened=tuple(graph.unopened),
+        features_per_example=sum(_size(graph.tensors[k]) for k in cut) if computed else 0,
+        frozen_layers=tuple(f.name for f in graph.nodes if id(f) in prefix_ids and _is_frozen(f.operation)),
+    )
+
+
+def _is_frozen(operation):
+    return isinstance(operation, keras.layers.Layer) and bool(operation.weights) and not operation.trainable
+
+
+def _build(model, graph, prefix_ids, stops):
+    cut, names, prefix_nodes = _cut(model, graph, prefix_ids)
+    input_index = {k: i for i, k in enumerate(graph.input_keys)}
+    suffix_nodes = [f for f in graph.nodes if id(f) not in prefix_ids]
 
     # The prefix: the model's inputs -> the cut tensors it computes.
     computed = [k for k in cut if k not in input_index]
@@ -460,19 +514,11 @@ def _build(model, graph, prefix_ids, stops):
     if hasattr(model, "output_names"):  # Sequential has none
         suffix.output_names = list(model.output_names)
 
-    report = PrefixReport(
-        model=model.name,
-        cut=tuple(names) if computed else (),
-        cached_layers=tuple(f.name for f in prefix_nodes),
-        stops=tuple(stops),
-        unopened=tuple(graph.unopened),
-        features_per_example=sum(_size(graph.tensors[k]) for k in cut) if computed else 0,
-    )
     return PrefixSplit(
         prefix=prefix,
         suffix=suffix,
         cut_names=tuple(names),
-        report=report,
+        report=_report(model, graph, prefix_ids, stops, cut, names),
         raw_inputs=tuple(input_index.get(k) for k in cut),
     )
 
