@@ -4,7 +4,7 @@ The order in which algorithms are applied is fixed here and only here
 (MindSpore's order): dim_reduce is exclusive; otherwise LessBN (then
 keras_boost's fused batch norm of the BNs that remain), then gradient
 freezing, then AdaSum; accumulation and group loss scaling act in the train
-step.
+step, prefix caching in `BoostModel.fit`.
 """
 
 import contextlib
@@ -39,7 +39,8 @@ class AutoBoost:
     instance holds its own resolved config.
 
     Args:
-        level: `"O0"` (nothing), `"O1"` (LessBN + gradient freezing) or `"O2"`
+        level: `"O0"` (nothing), `"O1"` (LessBN + gradient freezing, with
+            keras_boost's fused batch norm and prefix caching) or `"O2"`
             (O1 + AdaSum).
         boost_config_dict: `None`, a dict in MindSpore's layout, or the path of
             a JSON file holding one. See `keras_boost.config.SCHEMA`.

@@ -51,7 +51,8 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
     optimizer and `fit` as usual: `compile` wraps the optimizer in the
     level's chain itself (`boost.wrap` is not needed). `fit` logs
     `loss_scale` and `overflow` when dynamic loss scaling is on, and
-    `freeze_depth` with gradient freezing.
+    `freeze_depth` with gradient freezing; at O1 and O2, `fit` on arrays
+    computes a frozen prefix once (the `boost_summary()` line says so).
 
     Args:
         inputs, outputs: as for a functional `keras.Model`.
