@@ -158,11 +158,16 @@ class BoostOptimizer(OptimizerWrapper):
         self.model_surgery_handled = False
 
     def _build_own(self, var_list):
-        if self._boost_config["boost"]["less_bn"] and not self.model_surgery_handled:
+        flags = self._boost_config["boost"]
+        if flags["less_bn"] and not self.model_surgery_handled:
+            # The level's other model-level algorithms cannot act here either.
+            others = [name for name, on in (("fused batch norm", flags["fused_batch_norm"]),
+                                            ("prefix caching", flags["prefix_cache"])) if on]
+            also = f" ({' and '.join(others)} neither)" if others else ""
             warnings.warn(
                 "less_bn is on, but this optimizer only sees the gradients: gradient "
                 "centralization (gc_flag) applies, the BatchNormalization removal does "
-                "not. Use BoostModel.from_model(model, boost_level=...), "
+                f"not{also}. Use BoostModel.from_model(model, boost_level=...), "
                 "AutoBoost(level, config).network_auto_process_train(model, optimizer) "
                 "or boost.LessBN(model) for the model surgery.",
                 NoEffectWarning,

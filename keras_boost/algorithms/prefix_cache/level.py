@@ -78,7 +78,7 @@ def decide(model, x, validation_data, parts, max_cache_mb):
     if not model.trainable_variables:
         return CacheDecision(False, f"prefix cache off ({where}, but nothing trainable after them)", report)
     for name, value in (("x", x), ("validation_data", _validation_inputs(validation_data))):
-        if not are_arrays(value):
+        if not are_arrays(value) or (name == "x" and value is None):
             return CacheDecision(False, (
                 f"prefix cache off ({where}; fit's {name} is a {type(value).__name__}, whose batches may "
                 "change per epoch: pass arrays to cache them)"), report)
