@@ -444,9 +444,30 @@ def test_boost_model_reports_switching_freezing_off_at_the_end_of_fit(capsys, mi
         # Schedule "0000 1234" per epoch: depth 0 runs alone until timed (6
         # calls), and then rule 6 switches freezing off.
         assert ran == [0] * 24
+        assert "steps ran frozen" not in lines[0]  # no step froze anything
     else:
         assert model.freeze_planner.off_reason is None
         assert model.freeze_decision.source == "measured" and model.freeze_decision.off_reason is None
+
+
+def freezing_part(model):
+    return next(p for p in model._boost_step_parts() if isinstance(p, FreezingStep))
+
+
+def test_steps_that_froze_while_being_timed_are_reported_when_freezing_ends_off():
+    # Timing a depth trains at it (on torch, with nothing to compile, the
+    # planner times every depth before rule 6 can judge): when freezing is
+    # then switched off, the summary says how many steps froze layers.
+    counted = rule_6_model(0.0, adaptive_depths=False)  # MindSpore's schedule: every depth runs
+    ran = fit_logging_depths(counted, epochs=2)
+    assert freezing_part(counted).frozen_calls == sum(depth != 0 for depth in ran) > 0
+    switched_off = rule_6_model(0.99)
+    fit_logging_depths(switched_off, epochs=1)
+    assert "steps ran frozen" not in switched_off.boost_summary()  # it decided before any froze
+    freezing_part(switched_off).frozen_calls = 3  # as after timing three deeper calls
+    assert switched_off.freeze_decision.depths == (0,)
+    assert "min_run_saving=0.99 (3 steps ran frozen at deeper depths while they were timed)" \
+        in switched_off.boost_summary()
 
 
 def test_the_freeze_decision_is_saved_and_a_reload_repeats_it_without_timing(tmp_path, monkeypatch):

@@ -47,6 +47,9 @@ class FreezingStep(StepPart):
         self.depth = 0
         self.planner = None
         self.host_step = 0  # micro-steps run, on the host
+        # Calls that ran at a depth above 0 (they froze layers), counted on
+        # the host: the summary says so when freezing ends up switched off.
+        self.frozen_calls = 0
         self.total_updates = None  # the run's end in schedule steps (from fit)
 
     def trained_variables(self, variables):
@@ -113,6 +116,7 @@ class FreezingStep(StepPart):
             step = self.host_step // per_update
             self.depth = depth = planner.choose(step, freeze.depth_at(step))
             self.host_step += 1
+            self.frozen_calls += depth != 0
             if not planner.needs_timing(depth):
                 return compiled[depth](*args)
             start = time.perf_counter()
@@ -139,8 +143,14 @@ class FreezingStep(StepPart):
             if not model.trainable_variables:
                 return "no freezing (the model trains no variable)"
             return "no freezing (the model has one block)" if freeze.fits_groups_to_model else "no freezing (one group)"
-        decision = self.decision() or "undecided (the full step is timed on the first steps)"
-        return f"freezing in {freeze.group_count} groups: {decision}"
+        decision = self.decision()
+        if decision is None:
+            return f"freezing in {freeze.group_count} groups: undecided (the full step is timed on the first steps)"
+        phrase = f"freezing in {freeze.group_count} groups: {decision}"
+        if decision.depths == (0,) and self.frozen_calls:
+            # Timing a depth trains at it: those steps froze layers.
+            phrase += f" ({self.frozen_calls} steps ran frozen at deeper depths while they were timed)"
+        return phrase
 
     def decision(self):
         """The planner's `FreezeDecision`, or None before `fit`."""
