@@ -121,6 +121,11 @@ def test_variant_config_overrides():
         harness.variant_spec("O1+grad_freeze.freeze_p=1.5")
     with pytest.raises(ValueError, match="Unknown variant 'baseline\\+x'"):
         harness.variant_spec("baseline+x")
+    # A flag needs manual mode; auto mode would run the level unchanged.
+    with pytest.raises(ValueError, match=r"sets the flags \['less_bn'\], which boost mode 'auto' ignores"):
+        harness.variant_spec("O1+boost.less_bn=false")
+    level, config = harness.variant_spec("O1+boost.mode=manual+boost.less_bn=false")
+    assert config["boost"] == {"mode": "manual", "less_bn": False}
 
 
 def test_bad_variant_and_precision():
@@ -805,7 +810,8 @@ def test_dim_reduce_bench_annealed_branch_decays_the_rate_linearly_to_zero():
 # --- benchmarks/: the measurement scripts and their runner -------------------------
 
 SCRIPTS = ("accumulation", "adasum", "adasum_lr", "compression", "dim_reduce", "freeze", "head_scale", "head_swap",
-           "less_bn", "overhead", "parallel", "precision", "progressive", "residual_init")
+           "less_bn", "level_cost", "overhead", "parallel", "precision", "prefix_cache", "progressive",
+           "residual_init", "torch_conv_layout")
 
 
 @pytest.mark.parametrize("name", SCRIPTS)

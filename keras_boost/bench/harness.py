@@ -265,6 +265,13 @@ def variant_spec(name):
         except json.JSONDecodeError:
             value = text
         config.setdefault(section, {})[key] = value
+    flags = [key for key in config.get("boost", {}) if key != "mode"]
+    if flags and config["boost"].get("mode", "auto") == "auto":
+        # Auto mode would ignore them (with a warning the runs silence).
+        raise ValueError(
+            f"Variant {name!r} sets the flags {flags}, which boost mode 'auto' ignores: add "
+            "'+boost.mode=manual' to apply them."
+        )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", boost.config.BoostConfigWarning)
         boost.config.resolve_config(level, config)  # a bad key or value fails before any run
