@@ -39,10 +39,15 @@ SEED = 7
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--epochs", type=int, default=4, help="epochs of each phase (default 4)")
+    parser.add_argument("--pretrain-epochs", type=int, default=3, help="epochs of the base's pretraining (default 3)")
+    parser.add_argument("--samples", type=int, default=None,
+                        help="train on the first N images of the sample (default: all 4,000)")
     parser.add_argument("--quiet", action="store_true", help="no Keras progress bar")
     args = parser.parse_args(argv)
-    if args.epochs < 1:
-        parser.error(f"--epochs must be >= 1, got {args.epochs}")
+    for name in ("epochs", "pretrain_epochs", "samples"):
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1, got {value}")
     return args
 
 
@@ -66,14 +71,14 @@ def make_base():
     return keras.Model(inputs, keras.layers.GlobalAveragePooling2D(name="pool")(h), name="base")
 
 
-def pretrained_base(x, y):
+def pretrained_base(x, y, epochs):
     """The base trained with a temporary head on the digits 0-4."""
     keras.utils.set_random_seed(SEED)
     base = make_base()
     model = keras.Sequential([base, keras.layers.Dense(5)])
     model.compile(optimizer=keras.optimizers.SGD(0.05, momentum=0.9),
                   loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-    model.fit(x, y, batch_size=32, epochs=3, verbose=0)
+    model.fit(x, y, batch_size=32, epochs=epochs, verbose=0)
     return base
 
 
@@ -120,7 +125,8 @@ def main(argv=None):
     args = parse_args(argv)
     print(f"Keras {keras.__version__}, backend {keras.backend.backend()}, keras_boost {boost.__version__}")
     (x, y), (x_test, y_test) = load_mnist_sample()
-    base = pretrained_base(*split_digits(x, y, low=True))
+    x, y = x[:args.samples], y[:args.samples]
+    base = pretrained_base(*split_digits(x, y, low=True), epochs=args.pretrain_epochs)
     data = (split_digits(x, y, low=False), split_digits(x_test, y_test, low=False))
     results = {}
     for name in ("keras.Model", "BoostModel O1"):

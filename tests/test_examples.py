@@ -16,7 +16,8 @@ def load(name):
 
 
 def test_transfer_learning_caches_the_frozen_base_at_o1_in_both_phases(capsys):
-    results = load("transfer_learning").main(["--epochs", "1", "--quiet"])
+    results = load("transfer_learning").main(["--epochs", "2", "--pretrain-epochs", "3", "--samples", "1600",
+                                              "--quiet"])
     out = capsys.readouterr().out
     assert list(results) == ["keras.Model", "BoostModel O1"]
     # Phase 1 caches the whole base; phase 2 the base below its unfrozen top block.
@@ -28,4 +29,4 @@ def test_transfer_learning_caches_the_frozen_base_at_o1_in_both_phases(capsys):
 
 def test_transfer_learning_refuses_bad_epochs():
     with pytest.raises(SystemExit):
-        load("transfer_learning").parse_args(["--epochs", "0"])
+        load("transfer_learning").parse_args(["--samples", "0"])
