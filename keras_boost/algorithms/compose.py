@@ -42,6 +42,7 @@ __all__ = ["carry_surgery_report", "choice_from_config", "model_loss_scale", "pr
 
 # model -> the `CacheDecision` of its last fit (prefix caching on).
 _FIT_DECISIONS = weakref.WeakKeyDictionary()
+_FIT_SIGNATURE = inspect.signature(keras.Model.fit)
 
 
 def step_parts_for(model, optimizer=None):
@@ -128,8 +129,8 @@ def run_fit(model, fit, args, kwargs, parts):
     model) with the parts' callbacks and the end-of-fit summary, or, with
     prefix caching on and able to act, the cached fit (see
     `keras_boost.algorithms.prefix_cache.level`)."""
-    arguments = inspect.signature(keras.Model.fit).bind(model, *args, **kwargs).arguments
-    arguments.pop(next(iter(inspect.signature(keras.Model.fit).parameters)))  # self
+    arguments = _FIT_SIGNATURE.bind(model, *args, **kwargs).arguments
+    arguments.pop("self")
     user_callbacks = list(arguments.get("callbacks") or [])
     report = _BoostReportCallback(model)
     extra = [callback for part in parts for callback in part.callbacks(model)]
