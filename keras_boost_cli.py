@@ -70,7 +70,8 @@ def add_bench_arguments(parser):
     parser.add_argument("--factory", help="module:function returning a keras_boost.bench.Workload")
     parser.add_argument("--variants", help="comma-separated subset (default: all but prefix-cache, the "
                         "baseline trained by fit_with_cached_prefix, for fine-tuning); a boost variant may "
-                        "carry config overrides, e.g. O1+grad_freeze.freeze_p=0.5")
+                        "carry config overrides, e.g. O1+grad_freeze.freeze_p=0.5, and any variant recipe overrides, "
+                        "e.g. baseline+recipe.batch_size=256+recipe.learning_rate=0.006")
     parser.add_argument("--precisions", help="comma-separated (default: float32,mixed_bfloat16; "
                         "--quick: float32)")
     parser.add_argument("--seeds", type=int, help="default 3 (--quick: 1)")

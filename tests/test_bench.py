@@ -108,6 +108,26 @@ def test_validate_result_names_the_bad_field(tiny_result):
     json.dumps(result)  # plain JSON types only
 
 
+def test_variant_recipe_overrides_change_the_recipe_and_keep_the_variant_plain():
+    tiny = harness.tiny_workload()
+    name = "baseline+recipe.batch_size=128+recipe.learning_rate=0.1"
+    assert harness.variant_spec(name) is None
+    changed = harness.variant_recipe(name, tiny)
+    assert (changed.batch_size, changed.learning_rate) == (128, 0.1)
+    assert (tiny.batch_size, tiny.learning_rate) == (64, 0.05)  # not mutated
+    assert harness.variant_recipe("O1", tiny) is tiny
+    level, config = harness.variant_spec("O1+grad_freeze.freeze_p=0.5+recipe.batch_size=128")
+    assert level == "O1" and "recipe" not in config and config["grad_freeze"]["freeze_p"] == 0.5
+    with pytest.raises(ValueError, match=r"recipe field\(s\) \['epochs'\]; valid: \['batch_size'"):
+        harness.variant_recipe("baseline+recipe.epochs=3", tiny)
+    with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
+        harness.variant_recipe("baseline+recipe.batch_size=0", tiny)
+    with pytest.raises(ValueError, match="Unknown variant 'baseline\\+less_bn.gc_flag=false'"):
+        harness.variant_spec("baseline+less_bn.gc_flag=false")
+    run = harness.run_once(tiny.with_epochs(1), "baseline+recipe.batch_size=128", "float32", seed=0)
+    assert run["steps"] == math.ceil(len(tiny.data()[0][0]) / 128)
+
+
 def test_variant_config_overrides():
     level, config = harness.variant_spec("O1+grad_freeze.freeze_p=0.5+grad_freeze.freeze_type=0")
     assert level == "O1"

@@ -116,6 +116,7 @@ def run(argv=None):
     try:
         for variant in variants:
             harness.variant_spec(variant)
+            harness.variant_recipe(variant, workload)
     except ValueError as error:
         raise SystemExit(f"--variants: {error}")
     if "baseline-short" in variants:

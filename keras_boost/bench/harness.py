@@ -77,7 +77,7 @@ __all__ = [
     "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in", "environment", "input_pipeline", "interleaved_jobs",
     "merge_results", "phase_epochs", "quickstart_augmented_workload", "quickstart_workload", "realistic_workload",
     "resnet_workload", "run_benchmark", "run_once", "schedule_steps", "short_epochs", "time_to_accuracy",
-    "tiny_workload", "training_dataset", "validate_result", "variant_spec", "workload_record",
+    "tiny_workload", "training_dataset", "validate_result", "variant_recipe", "variant_spec", "workload_record",
 ]
 
 # 2: runs in interleaved order with `order`, `started` and `load_average`;
@@ -227,34 +227,14 @@ DEFAULT_VARIANTS = ("baseline", "baseline-short", *ALGORITHM_CONFIGS, *LEVEL_CON
 PLAIN_VARIANTS = ("baseline", "baseline-short", "prefix-cache")
 
 
-def variant_spec(name):
-    """(level, config) of a boost variant; None for the plain baselines.
+# Recipe fields a variant may override (`+recipe.batch_size=256`).
+RECIPE_FIELDS = ("batch_size", "learning_rate", "warmup_epochs", "momentum", "weight_decay")
 
-    A boost variant may carry config overrides after `+`, each
-    `section.key=value` with a JSON value (or a bare string), deep-merged
-    onto its config: `O1+grad_freeze.freeze_p=0.5` is O1 with 50% full
-    steps (the name stays the variant's label in the results).
 
-    Example:
-
-    ```python
-    variant_spec("O1+grad_freeze.freeze_p=0.5")
-    # ('O1', {'grad_freeze': {'total_steps': 'auto', 'freeze_p': 0.5}})
-    ```
-    """
+def _overrides(name):
+    """(base, [(section, key, value)]) of a variant name."""
     base, *overrides = name.split("+")
-    if base in PLAIN_VARIANTS and not overrides:
-        return None
-    if base in ALGORITHM_CONFIGS:
-        level, config = "O0", ALGORITHM_CONFIGS[base]
-    elif base in LEVEL_CONFIGS:
-        level, config = base, LEVEL_CONFIGS[base]
-    else:
-        raise ValueError(
-            f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS) + ['prefix-cache']}, a boost variant "
-            "optionally followed by config overrides such as '+grad_freeze.freeze_p=0.5'."
-        )
-    config = copy.deepcopy(config)
+    parsed = []
     for override in overrides:
         path, equals, text = override.partition("=")
         section, dot, key = path.partition(".")
@@ -264,6 +244,70 @@ def variant_spec(name):
             value = json.loads(text)
         except json.JSONDecodeError:
             value = text
+        parsed.append((section, key, value))
+    return base, parsed
+
+
+def variant_recipe(name, workload):
+    """`workload` with the variant's `recipe.*` overrides applied.
+
+    `baseline+recipe.batch_size=256+recipe.learning_rate=0.006` trains the
+    baseline's model with a 4x batch at twice the peak rate (the warmup,
+    given in epochs, keeps its length in epochs). The fields that may be
+    overridden are `RECIPE_FIELDS`; the values are checked as `Workload`
+    checks its own. A variant with another batch size sees other batches
+    than the baseline of its seed: its paired tables compare initial weights
+    and recipe, not batch order.
+
+    Example:
+
+    ```python
+    variant_recipe("baseline+recipe.batch_size=128", tiny_workload()).batch_size   # 128
+    ```
+    """
+    _, overrides = _overrides(name)
+    changes = {key: value for section, key, value in overrides if section == "recipe"}
+    unknown = sorted(set(changes) - set(RECIPE_FIELDS))
+    if unknown:
+        raise ValueError(f"Variant {name!r} overrides recipe field(s) {unknown}; valid: {list(RECIPE_FIELDS)}.")
+    return dataclasses.replace(workload, **changes) if changes else workload
+
+
+def variant_spec(name):
+    """(level, config) of a boost variant; None for the plain baselines.
+
+    A variant may carry overrides after `+`, each `section.key=value` with
+    a JSON value (or a bare string). Those of section `recipe` change the
+    training recipe (`variant_recipe`; any variant, the baselines
+    included); the others are deep-merged onto a boost variant's config:
+    `O1+grad_freeze.freeze_p=0.5` is O1 with 50% full steps (the name
+    stays the variant's label in the results).
+
+    Example:
+
+    ```python
+    variant_spec("O1+grad_freeze.freeze_p=0.5")
+    # ('O1', {'grad_freeze': {'total_steps': 'auto', 'freeze_p': 0.5}})
+    variant_spec("baseline+recipe.batch_size=256")   # None: plain Keras
+    ```
+    """
+    base = name.split("+")[0]
+    if base in ALGORITHM_CONFIGS:
+        level, config = "O0", ALGORITHM_CONFIGS[base]
+    elif base in LEVEL_CONFIGS:
+        level, config = base, LEVEL_CONFIGS[base]
+    elif base not in PLAIN_VARIANTS or not all(o.startswith("recipe.") for o in name.split("+")[1:]):
+        raise ValueError(
+            f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS) + ['prefix-cache']}, a boost variant "
+            "optionally followed by config overrides such as '+grad_freeze.freeze_p=0.5', any of them followed by "
+            "recipe overrides such as '+recipe.batch_size=256'."
+        )
+    _, overrides = _overrides(name)
+    if base in PLAIN_VARIANTS:
+        return None
+    overrides = [o for o in overrides if o[0] != "recipe"]
+    config = copy.deepcopy(config)
+    for section, key, value in overrides:
         config.setdefault(section, {})[key] = value
     flags = [key for key in config.get("boost", {}) if key != "mode"]
     if flags and config["boost"].get("mode", "auto") == "auto":
@@ -531,6 +575,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
     """
     record = {"variant": variant, "precision": precision, "seed": seed}
     spec = variant_spec(variant)
+    workload = variant_recipe(variant, workload)
     (x, y), (x_test, y_test) = workload.data()
     ratio = short_ratio if variant == "baseline-short" else 1.0
     phases = phase_epochs(workload, short_ratio if variant == "baseline-short" else None)
@@ -764,8 +809,9 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
     #  ('baseline', 1), ('baseline', 2), ('baseline-short', 2)]
     ```
     """
-    for variant in variants:
-        variant_spec(variant)  # validate every name before running anything
+    for variant in variants:  # validate every name before running anything
+        variant_spec(variant)
+        variant_recipe(variant, workload)
     for precision in precisions:
         if precision not in PRECISIONS:
             raise ValueError(f"Unknown precision {precision!r}. Valid: {list(PRECISIONS)}.")
