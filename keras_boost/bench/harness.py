@@ -73,11 +73,11 @@ from keras_boost.bench.workloads import residual_cnn
 
 __all__ = [
     "ALGORITHM_CONFIGS", "AccuracyClock", "DEFAULT_VARIANTS", "FineTune", "LEVEL_CONFIGS", "LOSS", "PLAIN_VARIANTS",
-    "PRECISIONS",
-    "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in", "environment", "input_pipeline", "interleaved_jobs",
-    "merge_results", "phase_epochs", "quickstart_augmented_workload", "quickstart_workload", "realistic_workload",
-    "resnet_workload", "run_benchmark", "run_once", "schedule_steps", "short_epochs", "time_to_accuracy",
-    "tiny_workload", "training_dataset", "validate_result", "variant_recipe", "variant_spec", "workload_record",
+    "PRECISIONS", "RECIPE_FIELDS", "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in",
+    "environment", "input_pipeline", "interleaved_jobs", "merge_results", "phase_epochs",
+    "quickstart_augmented_workload", "quickstart_workload", "realistic_workload", "resnet_workload",
+    "run_benchmark", "run_once", "schedule_steps", "short_epochs", "time_to_accuracy", "tiny_workload",
+    "training_dataset", "validate_result", "variant_recipe", "variant_spec", "workload_record",
 ]
 
 # 2: runs in interleaved order with `order`, `started` and `load_average`;
