@@ -166,9 +166,10 @@ def test_the_embedding_layer_round_trips_its_config():
 
 
 def _tiny(workload):
-    """The workload on 256 / 128 sequences, 2 epochs (4 steps each)."""
+    """The workload on 256 / 128 sequences, 2 epochs (4 steps each; the warmup is then 1 epoch)."""
     (x, y), (x_test, y_test) = workload.data()
-    return dataclasses.replace(workload, epochs=2, data=lambda: ((x[:256], y[:256]), (x_test[:128], y_test[:128])))
+    return dataclasses.replace(workload.with_epochs(2),
+                               data=lambda: ((x[:256], y[:256]), (x_test[:128], y_test[:128])))
 
 
 def test_the_workload_is_registered_with_its_recipe():
@@ -176,7 +177,7 @@ def test_the_workload_is_registered_with_its_recipe():
     assert zoo.WORKLOADS["transformer"] is transformer.transformer_workload
     assert (workload.name, workload.optimizer, workload.epochs, workload.batch_size) == (
         "transformer", "adamw", 10, 64)
-    assert workload.learning_rate == 3e-3 and workload.warmup_epochs == 1.0 and workload.target == 0.88
+    assert workload.learning_rate == 3e-3 and workload.warmup_epochs == 3.0 and workload.target == 0.88
     (x, y), (x_test, y_test) = workload.data()
     assert x.shape == (8000, 64) and x_test.shape == (2000, 64)
     model = workload.build(0)
