@@ -47,6 +47,7 @@ import keras_boost as boost
 from benchmarks import runner
 from benchmarks.overhead import EpochTimer
 from keras_boost.bench.harness import realistic_workload
+from keras_boost.bench.report import spread
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
 
@@ -146,8 +147,7 @@ def step_times(workload, steps, repeats, variants=("baseline", "less_bn")):
         "seconds_per_step": per_step,
         "median_seconds_per_step": {v: statistics.median(t) for v, t in per_step.items()},
         # Per variant: the median, min and max of its per-repeat ratios to the baseline.
-        "ratio_to_baseline": {v: {"median": statistics.median(r), "min": min(r), "max": max(r)}
-                              for v, r in ratios.items()},
+        "ratio_to_baseline": {v: spread(r) for v, r in ratios.items()},
     }
 
 

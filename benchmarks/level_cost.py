@@ -44,6 +44,7 @@ import keras
 
 import keras_boost as boost
 from benchmarks import runner
+from keras_boost.bench.report import spread
 from keras_boost.bench.zoo.transformer import transformer_workload
 
 VARIANTS = {
@@ -98,7 +99,7 @@ def ratios_to_o0(seconds):
         ratios = [t / o for t, o in zip(times, seconds["O0"])]
         result[variant] = {
             "seconds": times, "median_seconds": statistics.median(times),
-            "ratio_to_o0": {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)},
+            "ratio_to_o0": spread(ratios),
         }
     return result
 

@@ -16,9 +16,9 @@ Each setting trains a fresh model with the same seed: one untimed `fit` of
 a few batches, then one timed `fit` of `--steps` batches. The settings are
 interleaved and their order alternates between repeats, after one
 untimed measurement of the reference (a process's first fits pay one-off
-costs). Reported: the
-median ms per step and samples per second of each setting, and per repeat
-each setting's time per sample over float32 batch 64's (median, min, max).
+costs). Reported: the median ms per step and samples per second of each
+setting, and per repeat each setting's time per sample over float32 batch
+64's (median, min, max).
 Only step cost is measured here; what a bigger batch does to accuracy per
 epoch is not.
 
@@ -36,6 +36,7 @@ import keras
 import numpy as np
 
 from benchmarks import runner
+from keras_boost.bench.report import spread
 from keras_boost.bench.zoo.transformer import transformer_workload
 
 REFERENCE = "float32 batch 64"
@@ -92,14 +93,14 @@ def measure(args):
             ms[name].append(ms_per_step(workload, x, y, *table[name], args))
             print(f"repeat {repeat} {name:<38} {ms[name][-1]:7.1f} ms/step", flush=True)
     result = {"settings": {"steps": args.steps, "repeats": args.repeats}, "variants": {}}
+    reference_batch = table[REFERENCE][1]
     for name, times in ms.items():
         batch = table[name][1]
-        per_sample = [t / batch / (r / 64) for t, r in zip(times, ms[REFERENCE])]
+        per_sample = [t / batch / (r / reference_batch) for t, r in zip(times, ms[REFERENCE])]
         result["variants"][name] = {
             "ms_per_step": times, "median_ms_per_step": statistics.median(times),
             "samples_per_second": batch * 1e3 / statistics.median(times),
-            "time_per_sample_to_reference": {"median": statistics.median(per_sample), "min": min(per_sample),
-                                             "max": max(per_sample)},
+            "time_per_sample_to_reference": spread(per_sample),
         }
     return result
 
