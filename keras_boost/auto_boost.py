@@ -25,6 +25,7 @@ from keras_boost.algorithms.precision import resolve_precision
 from keras_boost.algorithms.fused_batch_norm import fuse_batch_norm
 from keras_boost.algorithms.less_bn import REPORT_ATTR
 from keras_boost.algorithms.less_bn import less_bn_for_config
+from keras_boost.algorithms.less_bn import patterns_without
 from keras_boost.validation import check_model
 from keras_boost.validation import check_optimizer
 from keras_boost.validation import has_layer_graph
@@ -57,6 +58,7 @@ class AutoBoost:
     def __init__(self, level="O0", boost_config_dict=None):
         self._level = config_lib.check_level(level)
         self._config = config_lib.resolve_config(level, boost_config_dict)
+        patterns_without(self._config["less_bn"]["exclude_patterns"])  # unknown names fail here
 
     @property
     def level(self):

@@ -187,6 +187,16 @@ def _auto_or_depths(where, value):
     return sorted({_int(0)(f"{where}[{i}]", v) for i, v in enumerate(value)} | {0})
 
 
+def _names(where, value):
+    # One name or a list of names; the names themselves are checked where
+    # they are used (this module knows no algorithm's vocabulary).
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v for v in value):
+        raise TypeError(f"{where} must be a name or a list of names (strings), got {value!r}.")
+    return tuple(sorted(set(value)))
+
+
 def _split_groups(where, value):
     # MindSpore documents an int or a list, but its int branch crashes; a list
     # of increasing split indices is what actually works there.
@@ -228,6 +238,9 @@ SCHEMA = {
         # ones (trainable=False, or in a frozen model) and the trained ones
         # (moving statistics moved: pretrained weights).
         "remove_pretrained_bn": (False, _bool),
+        # Extension: patterns (keras_boost.algorithms.less_bn.patterns) not
+        # applied, e.g. "InvertedResidual2" keeps MobileNetV2's last BN.
+        "exclude_patterns": ((), _names),
     },
     "grad_freeze": {
         "param_groups": (10, _int(1)),

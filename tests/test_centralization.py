@@ -64,6 +64,8 @@ def test_skip_rules():
     assert not should_centralize(sep.depthwise_kernel)
     assert should_centralize(sep.pointwise_kernel)
     assert not should_centralize(built(boost.layers.NormalizedDense(4), (None, 32)).kernel)
+    # An embedding table of 64 rows passes the shape rule but is a lookup, not neurons' weights.
+    assert not should_centralize(built(L.Embedding(64, 32), (None, 5)).embeddings)
 
 
 def test_grouped_kernels_with_custom_names_need_the_model_mark():

@@ -199,6 +199,27 @@ def test_mobilenet_v2_removes_expand_bns_and_head_bn():
     )
 
 
+def test_excluded_patterns_are_not_applied_by_less_bn_or_the_config():
+    model = mobilenet_v2()
+    lean = boost.LessBN(model, exclude_patterns="InvertedResidual2")
+    assert "Conv_1_bn" in bn_names(lean)
+    assert lean.less_bn_report.num_removed == 16
+    config = {"boost": {"mode": "manual", "less_bn": True}, "less_bn": {"exclude_patterns": ["InvertedResidual2"]}}
+    auto = boost.AutoBoost("O1", config)
+    assert auto.config["less_bn"]["exclude_patterns"] == ("InvertedResidual2",)
+    new, _ = auto.network_auto_process_train(model, keras.optimizers.SGD())
+    assert sorted(new.less_bn_report.removed_names) == sorted(lean.less_bn_report.removed_names)
+
+
+def test_unknown_excluded_pattern_names_the_valid_ones():
+    with pytest.raises(ValueError, match=r"Unknown LessBN pattern\(s\) \['InvertedResidual9'\].*'InvertedResidual2'"):
+        boost.LessBN(mobilenet_v2(), exclude_patterns=["InvertedResidual9"])
+    with pytest.raises(ValueError, match="Unknown LessBN pattern"):
+        boost.AutoBoost("O1", {"less_bn": {"exclude_patterns": "Bottleneck"}})
+    with pytest.raises(TypeError, match="less_bn.exclude_patterns must be a name or a list of names"):
+        boost.AutoBoost("O1", {"less_bn": {"exclude_patterns": 3}})
+
+
 def test_densenet_removes_norm1_of_layers_fed_by_a_concatenation():
     report = find_less_bn(densenet((2, 3, 2)))
     assert sorted(report.removed_names) == sorted(

@@ -34,6 +34,7 @@ from keras_boost.algorithms.centralization import exclude_grouped_kernels
 from keras_boost.algorithms.precision import PrecisionChoice
 from keras_boost.algorithms.precision import model_policies
 from keras_boost.algorithms.less_bn import find_less_bn
+from keras_boost.algorithms.less_bn import patterns_without
 from keras_boost.algorithms.less_bn import REPORT_ATTR
 from keras_boost.algorithms.prefix_cache import fit_with_level_cache
 
@@ -120,8 +121,9 @@ def choice_from_config(choice):
 
 
 def _less_bn_report(model):
-    remove_pretrained = model.boost_config["less_bn"]["remove_pretrained_bn"]
-    return find_less_bn(model, remove_pretrained_bn=remove_pretrained)
+    section = model.boost_config["less_bn"]
+    return find_less_bn(model, patterns_without(section["exclude_patterns"]),
+                        remove_pretrained_bn=section["remove_pretrained_bn"])
 
 
 def run_fit(model, fit, args, kwargs, parts):

@@ -16,8 +16,11 @@ from keras_boost.errors import NoEffectWarning
 
 __all__ = ["exclude_grouped_kernels", "GradientCentralization", "should_centralize"]
 
-# MindSpore skips parameters whose name contains one of these.
-_SKIPPED_NAME_PARTS = ("beta", "gamma", "bias")
+# MindSpore skips parameters whose name contains one of these. Keras'
+# `Embedding` tables ("embeddings") are lookups, not the weight vectors of
+# neurons GC is defined on; centralizing a position table over positions cost
+# a transformer a point (benchmarks/results/JOURNAL.md, 2026-12-06).
+_SKIPPED_NAME_PARTS = ("beta", "gamma", "bias", "embeddings")
 
 
 _DEPTHWISE = (keras.layers.DepthwiseConv1D, keras.layers.DepthwiseConv2D)
@@ -84,8 +87,10 @@ def should_centralize(variable, channel_multiple=GC_CHANNEL_MULTIPLE):
     """Whether GC applies to the gradient of `variable` (MindSpore's rules).
 
     Yes for trainable tensors of rank >= 2 whose input-channel axis (-2) is a
-    multiple of 16, except: names containing "beta", "gamma" or "bias";
-    depthwise / grouped kernels; and the `NormalizedDense` head.
+    multiple of 16, except: names containing "beta", "gamma" or "bias"
+    (MindSpore's rule) or "embeddings" (Keras' `Embedding` tables, which are
+    lookups rather than neurons' weights); depthwise / grouped kernels; and
+    the `NormalizedDense` head.
 
     Depthwise / grouped kernels are known by the mark that
     `exclude_grouped_kernels(model)` sets from the layer types. A variable

@@ -30,6 +30,7 @@ from keras_boost.algorithms.less_bn.surgery import RemovedBN
 from keras_boost.algorithms.less_bn.surgery import find_less_bn
 from keras_boost.algorithms.less_bn.surgery import head_scale
 from keras_boost.algorithms.less_bn.surgery import less_bn_for_config
+from keras_boost.algorithms.less_bn.surgery import patterns_without
 
 __all__ = [
     "LessBN",
@@ -44,4 +45,5 @@ __all__ = [
     "less_bn_for_config",
     "matched_scale",
     "patterns",
+    "patterns_without",
 ]

@@ -51,6 +51,7 @@ __all__ = [
     "less_bn_for_config",
     "LessBN",
     "LessBNReport",
+    "patterns_without",
     "RemovedBN",
     "REPORT_ATTR",
 ]
@@ -578,7 +579,7 @@ def _no_match(report):
     )
 
 
-def LessBN(model, fn_flag=False, remove_pretrained_bn=False):  # noqa: N802 (MindSpore's name)
+def LessBN(model, fn_flag=False, remove_pretrained_bn=False, exclude_patterns=()):  # noqa: N802 (MindSpore's name)
     """Returns a copy of `model` without the BNs MindSpore's LessBN removes.
 
     The patterns (`keras_boost.algorithms.less_bn.patterns`) are MindSpore's: in ResNet
@@ -620,16 +621,20 @@ def LessBN(model, fn_flag=False, remove_pretrained_bn=False):  # noqa: N802 (Min
         fn_flag: also replace the classification heads by `NormalizedDense`.
         remove_pretrained_bn: also remove the frozen and trained BNs that a
             pattern matches.
+        exclude_patterns: names of patterns not to apply (see
+            `keras_boost.algorithms.less_bn.patterns.PATTERNS`), e.g.
+            `["InvertedResidual2"]` keeps MobileNetV2's last BN (`Conv_1_bn`).
 
     Returns:
         The new `keras.Model` (compiled from the original's compile config if
         the original was compiled).
 
     Raises:
-        TypeError: a subclassed model; a bad `fn_flag` or
-            `remove_pretrained_bn`; a layer that cannot be re-created from
+        TypeError: a subclassed model; a bad `fn_flag`,
+            `remove_pretrained_bn` or `exclude_patterns`; a layer that cannot be re-created from
             its config (the error names it and says how to fix it; the input
             model is unchanged).
+        ValueError: an unknown pattern name in `exclude_patterns`.
 
     Example:
 
@@ -642,7 +647,7 @@ def LessBN(model, fn_flag=False, remove_pretrained_bn=False):  # noqa: N802 (Min
                  loss="sparse_categorical_crossentropy")
     ```
     """
-    return _less_bn(model, fn_flag, remove_pretrained_bn, swap_head_alone=True)
+    return _less_bn(model, fn_flag, remove_pretrained_bn, exclude_patterns, swap_head_alone=True)
 
 
 def less_bn_for_config(model, section):
@@ -659,14 +664,36 @@ def less_bn_for_config(model, section):
     new = less_bn_for_config(model, boost.AutoBoost("O1").config["less_bn"])
     ```
     """
-    return _less_bn(model, section["fn_flag"], section["remove_pretrained_bn"], swap_head_alone=False)
+    return _less_bn(model, section["fn_flag"], section["remove_pretrained_bn"], section["exclude_patterns"],
+                    swap_head_alone=False)
 
 
-def _less_bn(model, fn_flag, remove_pretrained_bn, swap_head_alone):
+def patterns_without(exclude_patterns):
+    """`PATTERNS` without the named ones; unknown names raise `ValueError`.
+
+    Example:
+
+    ```python
+    [p.name for p in patterns_without(["InvertedResidual2"])]   # 15 of the 16
+    ```
+    """
+    if isinstance(exclude_patterns, str):
+        exclude_patterns = [exclude_patterns]
+    if not isinstance(exclude_patterns, (list, tuple, set, frozenset)):
+        raise TypeError(f"exclude_patterns must be a list of pattern names, got {exclude_patterns!r}.")
+    valid = [p.name for p in patterns_lib.PATTERNS]
+    unknown = sorted(str(n) for n in exclude_patterns if n not in valid)
+    if unknown:
+        raise ValueError(f"Unknown LessBN pattern(s) {unknown} in exclude_patterns. Valid patterns: {valid}.")
+    return tuple(p for p in patterns_lib.PATTERNS if p.name not in exclude_patterns)
+
+
+def _less_bn(model, fn_flag, remove_pretrained_bn, exclude_patterns, swap_head_alone):
     for name, value in (("fn_flag", fn_flag), ("remove_pretrained_bn", remove_pretrained_bn)):
         if not isinstance(value, bool):
             raise TypeError(f"{name} must be True or False, got {value!r}.")
-    report, removed = _find_less_bn(model, remove_pretrained_bn=remove_pretrained_bn)
+    report, removed = _find_less_bn(model, patterns_without(exclude_patterns),
+                                    remove_pretrained_bn=remove_pretrained_bn)
     heads, head_notes = [], []
     if fn_flag and (removed or swap_head_alone):
         heads, head_notes = _find_heads(model)
