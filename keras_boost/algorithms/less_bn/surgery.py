@@ -631,9 +631,9 @@ def LessBN(model, fn_flag=False, remove_pretrained_bn=False, exclude_patterns=()
 
     Raises:
         TypeError: a subclassed model; a bad `fn_flag`,
-            `remove_pretrained_bn` or `exclude_patterns`; a layer that cannot be re-created from
-            its config (the error names it and says how to fix it; the input
-            model is unchanged).
+            `remove_pretrained_bn` or `exclude_patterns`; a layer that
+            cannot be re-created from its config (the error names it and
+            says how to fix it; the input model is unchanged).
         ValueError: an unknown pattern name in `exclude_patterns`.
 
     Example:
