@@ -233,7 +233,10 @@ SCHEMA = {
     },
     "less_bn": {
         "fn_flag": (True, _bool),
-        "gc_flag": (True, _bool),
+        # Extension: "auto" (the default) centralizes only the gradients of
+        # a model with BatchNormalization (GradientCentralization's
+        # only_with_batch_norm); MindSpore's is a bool, True by default.
+        "gc_flag": ("auto", _auto_or_bool),
         # Extension: also remove the BNs LessBN keeps by default, the frozen
         # ones (trainable=False, or in a frozen model) and the trained ones
         # (moving statistics moved: pretrained weights).

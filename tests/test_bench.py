@@ -148,6 +148,15 @@ def test_variant_config_overrides():
     assert config["boost"] == {"mode": "manual", "less_bn": False}
 
 
+def test_split_variants_keeps_json_lists_whole():
+    text = 'baseline, O1+less_bn.exclude_patterns=["InvertedResidual","InvertedResidual3"],,O1'
+    names = harness.split_variants(text)
+    assert names == ["baseline", 'O1+less_bn.exclude_patterns=["InvertedResidual","InvertedResidual3"]', "O1"]
+    level, config = harness.variant_spec(names[1])
+    assert config["less_bn"] == {"exclude_patterns": ["InvertedResidual", "InvertedResidual3"]}
+    assert harness.split_variants("O1+x.y=[1,2") == ["O1+x.y=[1,2"]  # unclosed: one name, which then fails
+
+
 def test_bad_variant_and_precision():
     workload = harness.tiny_workload()
     with pytest.raises(ValueError, match="Unknown variant 'O3'"):

@@ -129,6 +129,85 @@ def test_wrapper_passes_settings_through_and_serializes():
     assert int(loaded.optimizer.iterations) == 4
 
 
+def batch_norm_model(seed=0):
+    init = keras.initializers.GlorotUniform(seed=seed)
+    inputs = keras.Input((16,))
+    h = L.BatchNormalization(name="bn")(L.Dense(32, kernel_initializer=init, name="d1")(inputs))
+    out = L.Dense(3, kernel_initializer=init, name="d2")(L.Activation("tanh")(h))  # in=32: GC
+    return keras.Model(inputs, out)
+
+
+@pytest.mark.parametrize("make_model, centralizing", [(two_layer_model, False), (batch_norm_model, True)])
+def test_only_with_batch_norm_centralizes_a_model_with_batch_norm_only(make_model, centralizing):
+    rng = np.random.default_rng(1)
+    x, y = rng.normal(size=(8, 16)).astype("float32"), rng.normal(size=(8, 3)).astype("float32")
+    lr = 0.1
+    runs = []
+    for optimizer in (keras.optimizers.SGD(lr),
+                      boost.GradientCentralization(keras.optimizers.SGD(lr), only_with_batch_norm=True)):
+        model = make_model()
+        start = [np.array(w) for w in model.get_weights()]
+        model.compile(optimizer=optimizer, loss="mse")
+        model.fit(x, y, batch_size=len(x), epochs=1, shuffle=False, verbose=0)
+        runs.append((model, start))
+    (plain, start), (gc_model, _) = runs
+    assert gc_model.optimizer.centralizing is centralizing
+    trainable = {id(v) for v in plain.trainable_weights}
+    centered = []
+    for var, p, got, w0 in zip(plain.weights, plain.get_weights(), gc_model.get_weights(), start):
+        if id(var) not in trainable:
+            np.testing.assert_allclose(got, p, rtol=1e-5, atol=1e-6)  # moving statistics
+            continue
+        grad = (w0 - p) / lr
+        apply = centralizing and should_centralize(var)
+        centered += [var.path] if apply else []
+        np.testing.assert_allclose(got, w0 - lr * (numpy_gc(grad) if apply else grad), rtol=1e-4, atol=1e-6)
+    assert centered == (["d1/kernel", "d2/kernel"] if centralizing else [])
+    expected = ("gradient centralization of 2 conv/dense kernels" if centralizing
+                else "gradient centralization off (no BatchNormalization in the model)")
+    assert gc_model.optimizer.summary() == expected
+
+
+def test_only_with_batch_norm_serializes_and_is_checked():
+    opt = boost.GradientCentralization(keras.optimizers.SGD(), only_with_batch_norm=True)
+    assert opt.get_config()["only_with_batch_norm"] is True
+    clone = boost.GradientCentralization.from_config(opt.get_config())
+    assert clone.only_with_batch_norm is True
+    assert boost.GradientCentralization(keras.optimizers.SGD()).only_with_batch_norm is False
+    with pytest.raises(TypeError, match="only_with_batch_norm must be True or False, got 'yes'"):
+        boost.GradientCentralization(keras.optimizers.SGD(), only_with_batch_norm="yes")
+
+
+def test_levels_centralize_by_the_models_batch_norm_and_gc_flag_true_forces_it():
+    config = {"boost": {"mode": "manual", "grad_freeze": False}}
+    auto = boost.wrap(keras.optimizers.SGD(), "O1", config).inner_optimizer
+    assert isinstance(auto, boost.GradientCentralization) and auto.only_with_batch_norm
+    forced = boost.wrap(keras.optimizers.SGD(), "O1", {**config, "less_bn": {"gc_flag": True}}).inner_optimizer
+    assert not forced.only_with_batch_norm
+    model = boost.BoostModel.from_model(two_layer_model(), "O1", config)
+    model.compile(optimizer=keras.optimizers.SGD(), loss="mse")
+    model.fit(np.ones((4, 16), "float32"), np.ones((4, 3), "float32"), verbose=0)
+    assert "gradient centralization off (no BatchNormalization in the model)" in model.boost_summary()
+    with pytest.raises(TypeError, match="gc_flag must be 'auto', true or false, got 'on'"):
+        boost.AutoBoost("O1", {"less_bn": {"gc_flag": "on"}})
+
+
+def test_a_prefix_cached_fit_asks_the_whole_model_for_batch_norm():
+    # keras-io's transfer learning: a frozen base with BatchNormalization, a
+    # new head without. The cached fit builds the optimizer from the head.
+    base_in = keras.Input((16,))
+    base = keras.Model(base_in, L.BatchNormalization()(L.Dense(32)(base_in)), name="base")
+    base.trainable = False
+    inputs = keras.Input((16,))
+    model = keras.Model(inputs, L.Dense(3, name="head")(base(inputs, training=False)))
+    boosted = boost.BoostModel.from_model(model, "O1")
+    boosted.compile(optimizer=keras.optimizers.SGD(), loss="mse")
+    boosted.fit(np.ones((8, 16), "float32"), np.ones((8, 3), "float32"), batch_size=4, verbose=0)
+    summary = boosted.boost_summary()
+    assert "prefix cache: a frozen prefix" in summary
+    assert "gradient centralization of 1 conv/dense kernels" in summary
+
+
 def test_config_gc_flag_wraps_innermost():
     config = {"boost": {"mode": "manual", "grad_freeze": False}}
     opt = boost.wrap(keras.optimizers.SGD(), "O1", config)
@@ -218,7 +297,9 @@ def test_nested_sub_model_kernels_are_marked():
     assert [should_centralize(v) for v in _kernels(inner)] == [False, False, True]
 
 
-GC_ONLY = {"boost": {"mode": "manual", "less_bn": True, "grad_freeze": False, "fused_batch_norm": False}}
+# gc_flag true: the grouped model has no BatchNormalization ("auto" would pass its gradients through).
+GC_ONLY = {"boost": {"mode": "manual", "less_bn": True, "grad_freeze": False, "fused_batch_norm": False},
+           "less_bn": {"gc_flag": True}}
 
 
 @pytest.mark.filterwarnings("ignore:less_bn is on:keras_boost.NoEffectWarning")

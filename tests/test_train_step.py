@@ -255,7 +255,8 @@ def test_fit_says_once_what_the_level_did(capsys):
     # the head): two groups, not param_groups=10; the full step is still
     # being timed after 4 steps.
     assert lines[0] == (f"keras_boost O1 on {model.name!r}: no BatchNormalization for LessBN to remove; "
-                        "gradient centralization of the conv/dense kernels; freezing in 2 groups: undecided (the full step is timed on the first steps); "
+                        "gradient centralization found no kernel to centralize (it needs input channels in multiples of 16); "
+                        "freezing in 2 groups: undecided (the full step is timed on the first steps); "
                         "prefix cache: nothing frozen at the inputs; no loss scaling.")
     model.fit(x, y, batch_size=8, epochs=1, verbose=0)
     assert summary_lines(capsys) == []  # verbose=0 prints nothing

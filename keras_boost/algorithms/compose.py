@@ -186,12 +186,11 @@ def _surgery_phrase(model):
 
 
 def _centralization_phrase(model):
-    # It changes the updates even where nothing else of the level acts (a
-    # model without BatchNormalization): say so.
+    # It changes the updates even where nothing else of the level acts, or
+    # (gc_flag "auto") switches itself off: say which.
     optimizer = getattr(model, "optimizer", None)
-    if optimizer is not None and find_in_chain(optimizer, GradientCentralization) is not None:
-        return "gradient centralization of the conv/dense kernels"
-    return ""
+    centralization = find_in_chain(optimizer, GradientCentralization) if optimizer is not None else None
+    return centralization.summary() if centralization is not None else ""
 
 
 def _precision_phrase(model):

@@ -109,7 +109,7 @@ def run(argv=None):
 
     workload = _load_workload(args)
     if args.variants:
-        variants = [v.strip() for v in args.variants.split(",") if v.strip()]
+        variants = harness.split_variants(args.variants)
     else:
         variants = list(QUICK["variants"] if args.quick else harness.DEFAULT_VARIANTS)
     precisions = [p.strip() for p in args.precisions.split(",") if p.strip()]

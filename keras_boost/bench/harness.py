@@ -76,7 +76,7 @@ __all__ = [
     "PRECISIONS", "RECIPE_FIELDS", "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in",
     "environment", "input_pipeline", "interleaved_jobs", "merge_results", "phase_epochs",
     "quickstart_augmented_workload", "quickstart_workload", "realistic_workload", "resnet_workload",
-    "run_benchmark", "run_once", "schedule_steps", "short_epochs", "time_to_accuracy", "tiny_workload",
+    "run_benchmark", "run_once", "schedule_steps", "short_epochs", "split_variants", "time_to_accuracy", "tiny_workload",
     "training_dataset", "validate_result", "variant_recipe", "variant_spec", "workload_record",
 ]
 
@@ -229,6 +229,29 @@ PLAIN_VARIANTS = ("baseline", "baseline-short", "prefix-cache")
 
 # Recipe fields a variant may override (`+recipe.batch_size=256`).
 RECIPE_FIELDS = ("batch_size", "learning_rate", "warmup_epochs", "momentum", "weight_decay")
+
+
+def split_variants(text):
+    """The variant names of a comma-separated `--variants` list.
+
+    Commas inside brackets belong to a JSON value:
+    `O1+less_bn.exclude_patterns=["A","B"]` is one variant.
+
+    Example:
+
+    ```python
+    split_variants('baseline, O1+less_bn.exclude_patterns=["A","B"]')
+    # ['baseline', 'O1+less_bn.exclude_patterns=["A","B"]']
+    ```
+    """
+    names, depth, start = [], 0, 0
+    for index, char in enumerate(text):
+        depth += {"[": 1, "{": 1, "]": -1, "}": -1}.get(char, 0)
+        if char == "," and depth <= 0:
+            names.append(text[start:index])
+            start, depth = index + 1, 0
+    names.append(text[start:])  # an unclosed bracket keeps the rest as one name
+    return [name.strip() for name in names if name.strip()]
 
 
 def _overrides(name):

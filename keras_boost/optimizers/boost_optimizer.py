@@ -64,7 +64,8 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
                 f"{flag} off with {{'boost': {{'mode': 'manual', ...}}}}."
             )
     if flags["less_bn"] and config["less_bn"]["gc_flag"]:
-        optimizer = GradientCentralization(optimizer)
+        gc_flag = config["less_bn"]["gc_flag"]
+        optimizer = GradientCentralization(optimizer, only_with_batch_norm=gc_flag == "auto")
     if flags["grad_freeze"]:
         # Groups come from the model when BoostModel builds it (by layer
         # structure), else from the variable list at build time.
@@ -166,7 +167,7 @@ class BoostOptimizer(OptimizerWrapper):
             also = f" ({' and '.join(others)} neither)" if others else ""
             warnings.warn(
                 "less_bn is on, but this optimizer only sees the gradients: gradient "
-                "centralization (gc_flag) applies, the BatchNormalization removal does "
+                "centralization (gc_flag) can apply, the BatchNormalization removal does "
                 f"not{also}. Use BoostModel.from_model(model, boost_level=...), "
                 "AutoBoost(level, config).network_auto_process_train(model, optimizer) "
                 "or boost.LessBN(model) for the model surgery.",

@@ -22,6 +22,7 @@ from keras_boost.algorithms.centralization.centralize import centralize
 from keras_boost.algorithms.centralization.centralize import gc_applies
 from keras_boost.algorithms.centralization.optimizer import GradientCentralization
 from keras_boost.algorithms.centralization.optimizer import exclude_grouped_kernels
+from keras_boost.algorithms.centralization.optimizer import has_batch_norm
 from keras_boost.algorithms.centralization.optimizer import should_centralize
 
 __all__ = [
@@ -30,5 +31,6 @@ __all__ = [
     "centralize",
     "exclude_grouped_kernels",
     "gc_applies",
+    "has_batch_norm",
     "should_centralize",
 ]

@@ -10,11 +10,12 @@ from keras_boost.algorithms.centralization.centralize import centralize
 from keras_boost.algorithms.centralization.centralize import gc_applies
 from keras_boost.algorithms.centralization.centralize import GC_CHANNEL_MULTIPLE
 from keras_boost.algorithms.less_bn import NO_GC_ATTR
+from keras_boost.algorithms.less_bn import REPORT_ATTR
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.errors import NoEffectWarning
 
-__all__ = ["exclude_grouped_kernels", "GradientCentralization", "should_centralize"]
+__all__ = ["exclude_grouped_kernels", "GradientCentralization", "has_batch_norm", "should_centralize"]
 
 # MindSpore skips parameters whose name contains one of these. Keras'
 # `Embedding` tables ("embeddings") are lookups, not the weight vectors of
@@ -119,18 +120,40 @@ def should_centralize(variable, channel_multiple=GC_CHANNEL_MULTIPLE):
     return gc_applies(variable.shape, channel_multiple)
 
 
+def has_batch_norm(model):
+    """Whether `model` has a `BatchNormalization` layer (sub-models
+    included), or had one before LessBN removed it.
+
+    Example:
+
+    ```python
+    has_batch_norm(keras.applications.MobileNetV2(weights=None))   # True
+    ```
+    """
+    report = getattr(model, REPORT_ATTR, None)
+    if report is not None and report.num_bn:
+        return True
+    layers = keras_private.flatten_layers(model, include_self=True, recursive=True)
+    return any(isinstance(layer, keras.layers.BatchNormalization) for layer in layers)
+
+
 def _building_model(optimizer):
     """The `keras.Model` compiled with `optimizer` (alone or in a chain) whose
-    method is building it now, or None.
+    method is building it now, or None; one with BatchNormalization first.
 
     Keras builds a compiled model's optimizer from the model's own methods
     (`fit`'s symbolic build, `compile_from_config`, the first train step),
     and a Keras 3 variable does not know its layer: that model, found on the
     call stack, is where the layer types of a plain model's variables are.
+    A prefix-cached fit builds it from the suffix (a head, often without
+    BatchNormalization) inside the whole model's `fit`: the whole model is
+    the one `only_with_batch_norm` asks about.
     """
-    return keras_private.calling_model(
-        lambda model: any(o is optimizer for o in optimizer_chain(getattr(model, "optimizer", None)))
-    )
+    def compiled_with(model):
+        return any(o is optimizer for o in optimizer_chain(getattr(model, "optimizer", None)))
+
+    return (keras_private.calling_model(lambda model: compiled_with(model) and has_batch_norm(model))
+            or keras_private.calling_model(compiled_with))
 
 
 def _is_sparse(gradient):
@@ -156,9 +179,18 @@ class GradientCentralization(OptimizerWrapper):
     `should_centralize`), and says so when it centralizes convolution
     kernels: pass `model` there.
 
-    Difference from MindSpore: there, coupled weight decay is added to the
+    With `only_with_batch_norm=True` (LessBN's `gc_flag="auto"`, the
+    default of levels O1 and O2) it centralizes only when the model it
+    trains has BatchNormalization (`has_batch_norm`; LessBN's companion on
+    the nets whose BNs it removes) and passes every gradient through
+    otherwise: on the zoo transformer, GC cost 0.25-0.55 point of accuracy
+    on TensorFlow and JAX and gained none on PyTorch
+    (`docs/methods/centralization.md`). `summary()` says which applied.
+
+    Differences from MindSpore: there, coupled weight decay is added to the
     gradient before centering; Keras applies weight decay to the variables
-    inside the wrapped optimizer, so it is not centered.
+    inside the wrapped optimizer, so it is not centered. MindSpore's
+    `gc_flag` is a bool, on by default.
 
     Args:
         optimizer: the `keras.optimizers.Optimizer` to wrap.
@@ -172,6 +204,10 @@ class GradientCentralization(OptimizerWrapper):
             `BoostModel.from_model` (with less_bn on) call on the model they
             return; without the marks only the name rule applies.
         name: optional name.
+        only_with_batch_norm: centralize only when the model (`model`, else
+            the model compiled with this optimizer, found when Keras builds
+            it) has BatchNormalization. Without any model to ask (a custom
+            training loop) it centralizes.
 
     Example:
 
@@ -181,7 +217,7 @@ class GradientCentralization(OptimizerWrapper):
     ```
     """
 
-    def __init__(self, optimizer, model=None, name=None, **kwargs):
+    def __init__(self, optimizer, model=None, name=None, only_with_batch_norm=False, **kwargs):
         super().__init__(optimizer, name=name or "gradient_centralization", **kwargs)
         if model is not None and not isinstance(model, keras.Model):
             raise TypeError(
@@ -189,7 +225,13 @@ class GradientCentralization(OptimizerWrapper):
                 f"{type(model).__module__}.{type(model).__name__} ({model!r}). (The name is "
                 "the third argument: GradientCentralization(optimizer, model=None, name=None).)"
             )
+        if not isinstance(only_with_batch_norm, bool):
+            raise TypeError(f"only_with_batch_norm must be True or False, got {only_with_batch_norm!r}.")
+        self.only_with_batch_norm = only_with_batch_norm
         self._gc_mask = None
+        # False once built for a model without BatchNormalization
+        # (only_with_batch_norm): every gradient passes through.
+        self._centralizing = True
         # A weak reference: the optimizer must not keep the model alive, and
         # the model is not part of the optimizer's state or config.
         self._model_ref = None
@@ -201,11 +243,33 @@ class GradientCentralization(OptimizerWrapper):
         model = self._model_ref() if self._model_ref is not None else _building_model(self)
         if model is not None:
             exclude_grouped_kernels(model)
+        self._centralizing = not (self.only_with_batch_norm and model is not None and not has_batch_norm(model))
         # The JAX stateless path sees values, not variables: keep the rule's
         # result per position of the build-time variable list.
-        self._gc_mask = [should_centralize(v) for v in var_list]
+        self._gc_mask = [self._centralizing and should_centralize(v) for v in var_list]
         if model is None:
             self._warn_names_only(var_list)
+
+    @property
+    def centralizing(self):
+        """False when `only_with_batch_norm` found a model without
+        BatchNormalization at build: the wrapper then passes every gradient
+        through."""
+        return self._centralizing
+
+    def summary(self):
+        """One phrase for the end-of-fit line: what GC does to this model.
+
+        Example: `"gradient centralization of 21 conv/dense kernels"`.
+        """
+        if not self._centralizing:
+            return "gradient centralization off (no BatchNormalization in the model)"
+        if self._gc_mask is None:
+            return "gradient centralization of the conv/dense kernels"
+        if not any(self._gc_mask):
+            return ("gradient centralization found no kernel to centralize (it needs input channels "
+                    f"in multiples of {GC_CHANNEL_MULTIPLE})")
+        return f"gradient centralization of {sum(self._gc_mask)} conv/dense kernels"
 
     def _warn_names_only(self, var_list):
         convolutions = [v.path for v, m in zip(var_list, self._gc_mask) if m and len(v.shape) >= 3]
@@ -226,6 +290,8 @@ class GradientCentralization(OptimizerWrapper):
         ]
 
     def _mask_for(self, grads, trainable_variables):
+        if not self._centralizing:
+            return [False] * len(grads)
         if trainable_variables is not None and all(
             isinstance(v, keras.Variable) for v in trainable_variables
         ):
@@ -247,3 +313,8 @@ class GradientCentralization(OptimizerWrapper):
             inner_variables, self._centralize(grads, mask), trainable
         )
         return new_trainable, list(own_variables), list(new_inner)
+
+    def get_config(self):
+        config = super().get_config()
+        config["only_with_batch_norm"] = self.only_with_batch_norm
+        return config
