@@ -15,8 +15,8 @@ final accuracy minus 0.5 point. Times exclude the first step of each run
 (its one-off tracing/compilation: the warm-up) and the evaluations after
 each epoch; compilation of any later function (e.g. a freeze depth) counts.
 
-Level "O1" (the default) is LessBN (BatchNormalization removal, with the
-NormalizedDense head) plus gradient freezing, with the remaining
+Level "O1" (the default) is LessBN (BatchNormalization removal, with
+gradient centralization) plus gradient freezing, with the remaining
 BatchNormalization layers trained by one fused kernel (TensorFlow, PyTorch;
 the same math); "O0" changes nothing in the
 math, so both runs reach the same accuracy and the times differ only by the

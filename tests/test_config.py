@@ -38,8 +38,9 @@ def test_resolved_config_is_complete_with_mindspore_defaults():
         "param_groups": 10, "freeze_type": 1, "freeze_p": 0.7, "total_steps": 65536,
         "seed": None, "adaptive_depths": True, "min_run_saving": 0.05, "depths": "auto",
     }
-    # gc_flag "auto" (an extension): GC only on a model with BatchNormalization.
-    assert resolved["less_bn"] == {"fn_flag": True, "gc_flag": "auto", "remove_pretrained_bn": False,
+    # gc_flag "auto" (an extension): GC only on a model with BatchNormalization;
+    # fn_flag False, unlike MindSpore: the head cost MobileNetV2 1-1.7 points.
+    assert resolved["less_bn"] == {"fn_flag": False, "gc_flag": "auto", "remove_pretrained_bn": False,
                                    "exclude_patterns": ()}
     # device_number: "auto" (the strategy's replicas per worker), not
     # MindSpore's hard-coded Ascend server of 8, which disables AdaSum below 16.

@@ -12,8 +12,8 @@ boost configuration: `boost_config_dict` keeps MindSpore's layout.
 | `AutoBoost.network_auto_process_train(network, optimizer)` | the same method | returns a Keras model and optimizer for `compile`/`fit` (LessBN, then freezing, then AdaSum; DimReduce exclusive, as in MindSpore) |
 | `AutoBoost.network_auto_process_eval(network)` | the same method | returns the processed Keras model |
 | `LessBN(network, fn_flag=False)` | `LessBN` | a new Keras model with the matched BatchNormalization layers removed (MindSpore's graph-compiler patterns as data); the input model is not mutated |
-| `CommonHeadLastFN` (LessBN's `fn_flag` head) | `NormalizedDense` | a Keras layer; its scale may start at another value than 1 |
-| `gc_flag` (an optimizer parameter-group flag) | `GradientCentralization(optimizer)` | a wrapper around any Keras optimizer, not a flag |
+| `CommonHeadLastFN` (LessBN's `fn_flag` head) | `NormalizedDense` | a Keras layer; its scale may start at another value than 1; the config's `fn_flag` defaults to `False` (MindSpore: `True`; measured in the LessBN card) |
+| `gc_flag` (an optimizer parameter-group flag) | `GradientCentralization(optimizer)` | a wrapper around any Keras optimizer, not a flag; the config's `gc_flag` defaults to `"auto"`: only a model with BatchNormalization (MindSpore: `True`, every model) |
 | `GradientFreeze(param_groups, freeze_type, freeze_p, total_steps)` | `GradientFreeze` | `split_parameters_groups`, `generate_freeze_index_sequence`, `freeze_generate` kept; `seed=` added |
 | `FreezeOpt(opt, train_parameter_groups, train_strategy)` | `FreezeOpt` (= `FreezeOptimizer`) | one shared inner-optimizer state instead of one optimizer per group |
 | `freeze_cell` | none | `BoostModel`'s train step selects the trained variables per step |
