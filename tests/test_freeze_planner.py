@@ -288,6 +288,31 @@ def test_a_depth_still_being_timed_counts_at_its_prior():
     assert planner._saving(2) == pytest.approx(0.0001)
 
 
+@pytest.mark.parametrize("ratios, kept", [
+    ([0.87, 0.88, 0.88, 0.88, 0.89], True),    # quiet: saves 12%, lower quartile 12%
+    ([0.80, 0.85, 0.88, 0.97, 1.02], False),   # loaded: the same median, lower quartile 3%
+])
+def test_rule_6_judges_the_lower_quartile_of_a_depths_saving(ratios, kept):
+    # Depth 3 runs on half the steps of a long run: the plan saves half of
+    # depth 3's saving. Its median (12%) gives 6% >= 5% either way; rule 6
+    # keeps freezing only where the timings' lower quartile clears 5% too.
+    planner = DepthPlanner(SUFFIXES, adaptive=True, min_run_saving=0.05)
+    planner.set_schedule([0, 3], total_steps=100_000)
+    for seconds in [2.0] + [0.02] * TIMED_CALLS:
+        planner.record(planner.choose(0), seconds)
+    assert planner.choose(1) == 3
+    planner.record(3, 2.0)  # its trace
+    for ratio in ratios:
+        planner.record(0, 0.02)   # the full step it is paired with
+        planner.record(3, 0.02 * ratio)
+    assert planner.saving_fraction(3) == pytest.approx(0.12)
+    assert planner.saving_fraction(3, cautious=True) == pytest.approx(1 - sorted(ratios)[3])
+    assert planner.dropped == set()  # rule 4 (keep the depth) still reads the median
+    assert (planner.off_reason is None) is kept
+    fraction, plan = planner.expected_run_saving(12)
+    assert plan == [0, 3] and fraction == pytest.approx(0.5 * (1 - sorted(ratios)[3]), rel=1e-3)
+
+
 def test_with_accumulation_a_schedule_step_counts_its_calls():
     # 200 schedule steps of 4 micro-steps each, half at depth 3 (saving half
     # of a 20 ms call): 400 calls x 10 ms = 4 s against a 2 s trace, 12.5%

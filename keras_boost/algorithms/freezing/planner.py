@@ -43,7 +43,10 @@ The rule (adaptive mode):
    depths to trace that saves the most seconds net of their traces
    (`best_plan_saving`; a depth's saving is its measurement once all its
    timed calls are in, else the prior, capped by the measured saving of
-   any deeper depth). If that is below
+   any deeper depth). Here a measured saving is the lower quartile of its
+   paired calls', not their median: on a loaded machine, where the pairs
+   spread, a plan near the threshold is switched off every time instead
+   of kept or dropped by chance. If that is below
    `min_run_saving` of the remaining run's full-step time, freezing is
    switched off: every later step runs depth 0 and `off_reason` says why.
    It stays off for the planner's life (until the model is compiled
@@ -151,9 +154,10 @@ class FreezeDecision:
             `"pinned"` (`grad_freeze.depths` in the config) or `"schedule"`
             (an explicit `param_groups`: MindSpore's schedule, every depth).
         off_reason: why the planner switched freezing off, else None.
-        expected_saving: the measured plan's expected saving, as a fraction
-            of the full-step time of the steps left when it was last
-            judged (None unless measured).
+        expected_saving: the measured plan's expected saving (each measured
+            depth at its lower-quartile saving, as rule 6 judges), as a
+            fraction of the full-step time of the steps left when it was
+            last judged (None unless measured).
 
     Example:
 
@@ -300,10 +304,19 @@ class DepthPlanner:
         ratios = self._ratios.get(depth)
         return t0 * statistics.median(ratios) if ratios else None
 
-    def saving_fraction(self, depth):
-        """`1 - median` of `depth`'s paired ratios to the full step, or None."""
+    def saving_fraction(self, depth, cautious=False):
+        """`1 - median` of `depth`'s paired ratios to the full step, or None.
+
+        With `cautious`, `1 -` their upper quartile (the saving's lower
+        quartile): what rule 6 judges, so that timings spread by machine
+        load count against freezing instead of deciding it by chance.
+        """
         ratios = self._ratios.get(depth)
-        return 1.0 - statistics.median(ratios) if ratios else None
+        if not ratios:
+            return None
+        if cautious and len(ratios) > 1:
+            return 1.0 - statistics.quantiles(ratios, n=4, method="inclusive")[2]
+        return 1.0 - statistics.median(ratios)
 
     def _trace_cost_estimate(self):
         """The cost of one more trace: the median of those measured, or None."""
@@ -373,17 +386,19 @@ class DepthPlanner:
         return self.calls_per_step * steps
 
     def _saving(self, depth, settled=False):
-        """Seconds saved per call of `depth`: measured (with `settled`, only
-        once all its paired calls are in), else the prior capped by the
-        measured saving of any deeper depth."""
+        """Seconds saved per call of `depth`: measured, else the prior capped
+        by the measured saving of any deeper depth. With `settled` (rule 6)
+        a measurement counts only once all its paired calls are in, at its
+        cautious (lower-quartile) saving."""
         t0 = self.step_time(0)
-        measured = self.saving_fraction(depth)
+        measured = self.saving_fraction(depth, cautious=settled)
         if measured is not None and (self._timed(depth) or not settled):
             return t0 * measured
         prior = PRIOR_DEEPEST_SAVING * t0 * depth / max(1, self.num_depths - 1)
         # A shallower depth trains a superset of a deeper one's variables,
         # so it cannot save more than a deeper depth was measured to.
-        deeper = [t0 * self.saving_fraction(e) for e in self.traced if e > depth and self._timed(e)]
+        deeper = [t0 * self.saving_fraction(e, cautious=settled) for e in self.traced
+                  if e > depth and self._timed(e)]
         return min([prior] + deeper)
 
     def _timed(self, depth):
