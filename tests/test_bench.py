@@ -845,9 +845,9 @@ def test_dim_reduce_bench_annealed_branch_decays_the_rate_linearly_to_zero():
 
 # --- benchmarks/: the measurement scripts and their runner -------------------------
 
-SCRIPTS = ("accumulation", "adasum", "adasum_lr", "compression", "dim_reduce", "freeze", "head_scale", "head_swap",
-           "less_bn", "level_cost", "overhead", "parallel", "precision", "prefix_cache", "progressive",
-           "residual_init", "torch_conv_layout", "transformer_step")
+SCRIPTS = ("accumulation", "adasum", "adasum_lr", "application_recipe", "compression", "dim_reduce", "freeze",
+           "head_scale", "head_swap", "less_bn", "level_cost", "overhead", "parallel", "precision", "prefix_cache",
+           "progressive", "residual_init", "torch_compile", "torch_conv_layout", "transformer_step")
 
 
 @pytest.mark.parametrize("name", SCRIPTS)
@@ -858,6 +858,15 @@ def test_every_benchmark_script_has_help_and_a_readme_entry(name, capsys):
     assert exit_.value.code == 0 and f"usage: python -m benchmarks.{name}" in capsys.readouterr().out
     readme = (pathlib.Path(__file__).parents[1] / "benchmarks" / "README.md").read_text()
     assert f"python -m benchmarks.{name}" in readme
+
+
+def test_application_recipe_variants_parse_and_name_bad_keys():
+    from benchmarks import application_recipe
+
+    assert application_recipe.parse_variant("base") == {}
+    assert application_recipe.parse_variant("lr=0.003,bn=0.99") == {"lr": 0.003, "bn": 0.99}
+    with pytest.raises(ValueError, match="'momentum=0.9'.*'lr', 'bn', 'drop', 'scale'"):
+        application_recipe.parse_variant("momentum=0.9")
 
 
 def test_level_cost_pairs_each_variant_with_o0_of_the_same_round():

@@ -55,6 +55,10 @@ def test_the_zoo_registers_the_applications_workloads():
         workload = harness.WORKLOADS[name]()
         assert workload.name == name
     assert harness.WORKLOADS["applications"]().build.args == ("MobileNetV2",)
+    # Each application trains at its own peak rate (EfficientNetB0's is lower).
+    assert {name: applications.applications_workload(name).learning_rate
+            for name in applications.APPLICATIONS} == applications.LEARNING_RATES
+    assert applications.LEARNING_RATES["EfficientNetB0"] < applications.LEARNING_RATES["MobileNetV2"]
 
 
 def _tiny(workload):
