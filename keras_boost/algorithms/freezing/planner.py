@@ -43,10 +43,10 @@ The rule (adaptive mode):
    depths to trace that saves the most seconds net of their traces
    (`best_plan_saving`; a depth's saving is its measurement once all its
    timed calls are in, else the prior, capped by the measured saving of
-   any deeper depth). Here a measured saving is the lower quartile of its
-   paired calls', not their median: on a loaded machine, where the pairs
-   spread, a plan near the threshold is switched off every time instead
-   of kept or dropped by chance. If that is below
+   any deeper depth). Here a measured depth saves the lower quartile of
+   its paired savings, not their median: on a loaded machine, where the
+   pairs spread, a plan near the threshold is switched off every time
+   instead of kept or dropped by chance. If that is below
    `min_run_saving` of the remaining run's full-step time, freezing is
    switched off: every later step runs depth 0 and `off_reason` says why.
    It stays off for the planner's life (until the model is compiled
