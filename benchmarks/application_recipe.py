@@ -76,7 +76,7 @@ def run(model_name, changes, seed, epochs):
             layer.rate = changes["drop"]
     steps = math.ceil(len(x) / workload.batch_size)
     learning_rate = changes.get("lr", workload.learning_rate)
-    optimizer = harness._optimizer(workload, steps * epochs, steps, learning_rate=learning_rate)
+    optimizer = harness.recipe_optimizer(workload, steps * epochs, steps, learning_rate=learning_rate)
     model.compile(optimizer=optimizer, loss=harness.LOSS, metrics=["accuracy"])
     keras.utils.set_random_seed(seed)
     dataset = harness.training_dataset(x, y, workload.batch_size, seed)[0]

@@ -75,7 +75,7 @@ __all__ = [
     "ALGORITHM_CONFIGS", "AccuracyClock", "DEFAULT_VARIANTS", "FineTune", "LEVEL_CONFIGS", "LOSS", "PLAIN_VARIANTS",
     "PRECISIONS", "RECIPE_FIELDS", "RESULT_VERSION", "SUPPORTED_VERSIONS", "WORKLOADS", "Workload", "burn_in",
     "environment", "input_pipeline", "interleaved_jobs", "merge_results", "phase_epochs",
-    "quickstart_augmented_workload", "quickstart_workload", "realistic_workload", "resnet_workload",
+    "quickstart_augmented_workload", "quickstart_workload", "realistic_workload", "recipe_optimizer", "resnet_workload",
     "run_benchmark", "run_once", "schedule_steps", "short_epochs", "split_variants", "time_to_accuracy", "tiny_workload",
     "training_dataset", "validate_result", "variant_recipe", "variant_spec", "workload_record",
 ]
@@ -466,9 +466,16 @@ def short_epochs(epochs, short_ratio):
     return short
 
 
-def _optimizer(workload, total_steps, warmup_steps=0, learning_rate=None):
+def recipe_optimizer(workload, total_steps, warmup_steps=0, learning_rate=None):
     """The workload's optimizer on a warmup and cosine schedule (peak
-    `learning_rate`, default the workload's)."""
+    `learning_rate`, default the workload's), as the bench trains it.
+
+    Example:
+
+    ```python
+    optimizer = recipe_optimizer(tiny_workload(), total_steps=100, warmup_steps=10)
+    ```
+    """
     learning_rate = workload.learning_rate if learning_rate is None else learning_rate
     if warmup_steps:
         schedule = keras.optimizers.schedules.CosineDecay(
@@ -611,7 +618,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
     try:
         keras.utils.set_random_seed(seed)
         model = workload.build(seed)
-        optimizer = _optimizer(workload, total_steps, warmup_steps)
+        optimizer = recipe_optimizer(workload, total_steps, warmup_steps)
         if spec is not None:
             level, config = spec
             try:
@@ -645,7 +652,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                 fine_tune.unfreeze(model)
                 total, warmup = schedule_steps(workload, phase_length, steps_per_epoch, ratio,
                                                warmup_epochs=fine_tune.warmup_epochs)
-                model.compile(optimizer=_optimizer(workload, total, warmup, fine_tune.learning_rate), loss=LOSS)
+                model.compile(optimizer=recipe_optimizer(workload, total, warmup, fine_tune.learning_rate), loss=LOSS)
             if variant == "prefix-cache":
                 boost.fit_with_cached_prefix(model, x, y, batch_size=workload.batch_size, epochs=phase_length,
                                              shuffle=True, verbose=0, callbacks=[clock])
@@ -791,7 +798,7 @@ def burn_in(workload, precisions):
             keras.config.set_dtype_policy(precision)
             keras.utils.set_random_seed(0)
             model = workload.build(0)
-            model.compile(optimizer=_optimizer(workload, 4), loss=LOSS)
+            model.compile(optimizer=recipe_optimizer(workload, 4), loss=LOSS)
             model.fit(x[:n], y[:n], batch_size=workload.batch_size, epochs=1, verbose=0)
             model.predict(x[:n], batch_size=256, verbose=0)
     finally:
