@@ -291,6 +291,7 @@ def test_a_depth_still_being_timed_counts_at_its_prior():
 @pytest.mark.parametrize("ratios, kept", [
     ([0.87, 0.88, 0.88, 0.88, 0.89], True),    # quiet: saves 12%, lower quartile 12%
     ([0.80, 0.85, 0.88, 0.97, 1.02], False),   # loaded: the same median, lower quartile 3%
+    ([0.70, 0.80, 0.88, 1.10, 1.20], False),   # lower quartile -10%: the kept depth would cost time
 ])
 def test_rule_6_judges_the_lower_quartile_of_a_depths_saving(ratios, kept):
     # Depth 3 runs on half the steps of a long run: the plan saves half of
@@ -311,6 +312,9 @@ def test_rule_6_judges_the_lower_quartile_of_a_depths_saving(ratios, kept):
     assert (planner.off_reason is None) is kept
     fraction, plan = planner.expected_run_saving(12)
     assert plan == [0, 3] and fraction == pytest.approx(0.5 * (1 - sorted(ratios)[3]), rel=1e-3)
+    if not kept:
+        verb = "saves" if fraction >= 0 else "costs"
+        assert f"{verb} an expected {abs(fraction):.1%} of the time" in planner.off_reason
 
 
 def test_with_accumulation_a_schedule_step_counts_its_calls():

@@ -476,7 +476,10 @@ class DepthPlanner:
         else:
             span = f"of the time of the {max(0, self.total_steps - step):,} steps left"
         self.off_reason = (
-            f"the best plan (depths {plan}) saves an expected {fraction:.1%} {span} "
+            # Negative where kept depths (in every plan) save less at their
+            # lower quartile than nothing: they would cost time.
+            f"the best plan (depths {plan}) {'saves' if fraction >= 0 else 'costs'} an expected "
+            f"{abs(fraction):.1%} {span} "
             f"(full step {self.step_time(0) * 1e3:.1f} ms, a trace "
             f"{self._trace_cost_estimate():.2f} s), below min_run_saving={self.min_run_saving:g}"
         )
