@@ -19,7 +19,7 @@ from keras_boost import keras_private
 from keras_boost.config import check_implemented
 from keras_boost.errors import NoEffectWarning
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
-from keras_boost.algorithms.centralization import exclude_grouped_kernels
+from keras_boost.algorithms.centralization import exclude_unsuited_kernels
 from keras_boost.algorithms.precision import choose_precision
 from keras_boost.algorithms.precision import resolve_precision
 from keras_boost.algorithms.fused_batch_norm import fuse_batch_norm
@@ -131,7 +131,7 @@ class AutoBoost:
         if choice is not None and model is not original:  # never an attribute on the user's model
             model.precision_choice = choice
         if less_bn:
-            exclude_grouped_kernels(model)
+            exclude_unsuited_kernels(model)
         return model
 
     def _less_bn(self, model):

@@ -376,3 +376,87 @@ def test_model_is_not_serialized_and_not_kept_alive():
 def test_model_argument_must_be_a_model(bad):
     with pytest.raises(TypeError, match="model must be None or a keras.Model"):
         boost.GradientCentralization(keras.optimizers.SGD(), bad)
+
+
+# --- squeeze-excite gate kernels known by their place in the graph ----------------
+
+
+def squeeze_excite_model(name="se_net"):
+    """A convolution gated by a squeeze-excite branch (pooling, "squeeze",
+    "excite", Multiply), then a "head"; every kernel has 32 or 16 input
+    channels, so the shape rule alone would centralize all four."""
+    inputs = keras.Input((6, 6, 32))
+    x = L.Conv2D(32, 3, padding="same", name="conv")(inputs)
+    s = L.GlobalAveragePooling2D()(x)
+    s = L.Dense(16, activation="relu", name="squeeze")(s)
+    s = L.Dense(32, activation="sigmoid", name="excite")(s)
+    x = L.Multiply()([x, L.Reshape((1, 1, 32))(s)])
+    outputs = L.Dense(4, name="head")(L.GlobalAveragePooling2D()(x))
+    return keras.Model(inputs, outputs, name=name)
+
+
+def _se_kernels(model):
+    return [model.get_layer(n).kernel for n in ("conv", "squeeze", "excite", "head")]
+
+
+def test_gate_kernels_are_marked_from_the_graph():
+    model = squeeze_excite_model()
+    assert [should_centralize(v) for v in _se_kernels(model)] == [True] * 4
+    assert boost.optimizers.exclude_gate_kernels(model) == 2
+    assert [should_centralize(v) for v in _se_kernels(model)] == [True, False, False, True]
+
+
+def test_a_multiply_without_a_pooled_branch_is_not_a_gate():
+    """A gated linear unit multiplies two projections of the same features:
+    no global pooling on either branch, nothing marked."""
+    inputs = keras.Input((8, 32))
+    gate = L.Dense(32, activation="sigmoid", name="gate")(inputs)
+    x = L.Multiply()([L.Dense(32, name="value")(inputs), gate])
+    model = keras.Model(inputs, L.Dense(2)(L.GlobalAveragePooling1D()(x)))
+    assert boost.optimizers.exclude_gate_kernels(model) == 0
+    assert should_centralize(model.get_layer("gate").kernel)
+
+
+def test_gate_kernels_of_applications_and_nested_models():
+    efficientnet = keras.applications.EfficientNetB0(weights=None, input_shape=(32, 32, 3), classes=10)
+    # 16 blocks, a reduce and an expand kernel each; the 16 depthwise kernels too.
+    assert boost.optimizers.exclude_gate_kernels(efficientnet) == 32
+    assert boost.optimizers.exclude_unsuited_kernels(efficientnet) == 48
+    assert not should_centralize(efficientnet.get_layer("block6b_se_reduce").kernel)
+    assert should_centralize(efficientnet.get_layer("block6b_expand_conv").kernel)
+    mobilenet = keras.applications.MobileNetV2(weights=None, input_shape=(32, 32, 3), classes=10)
+    assert boost.optimizers.exclude_gate_kernels(mobilenet) == 0  # no squeeze-excite
+    inputs = keras.Input((6, 6, 32))
+    outer = keras.Model(inputs, squeeze_excite_model("inner")(inputs))
+    assert boost.optimizers.exclude_gate_kernels(outer) == 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda m: boost.GradientCentralization(keras.optimizers.SGD(0.1), model=m),
+    lambda m: boost.GradientCentralization(keras.optimizers.SGD(0.1)),
+], ids=["model_argument", "alone"])
+def test_a_step_leaves_gate_kernels_uncentered(make):
+    """One SGD step against the plain step: "conv" and "head" centered, the
+    gate's "squeeze" and "excite" kernels as plain SGD moves them."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(4, 6, 6, 32)).astype("float32")
+    y = rng.normal(size=(4, 4)).astype("float32")
+    lr = 0.1
+
+    def step(make_opt):
+        keras.utils.set_random_seed(1)
+        model = squeeze_excite_model()
+        start = [np.array(keras.ops.convert_to_numpy(v)) for v in _se_kernels(model)]
+        model.compile(optimizer=make_opt(model), loss="mse")
+        model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)
+        return start, [np.array(keras.ops.convert_to_numpy(v)) for v in _se_kernels(model)]
+
+    start, plain = step(lambda m: keras.optimizers.SGD(lr))
+    start_gc, gc = step(make)
+    for a, b in zip(start, start_gc):
+        np.testing.assert_array_equal(a, b)
+    for i, (w0, p, g) in enumerate(zip(start, plain, gc)):
+        grad = (w0 - p) / lr
+        expected = w0 - lr * (numpy_gc(grad) if i in (0, 3) else grad)
+        np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-6)
+        assert not np.allclose(numpy_gc(grad), grad)  # centering would have changed each

@@ -30,7 +30,7 @@ from keras_boost.errors import NoEffectWarning
 from keras_boost.algorithms.fused_batch_norm import FusedBatchNormalization
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.algorithms.centralization import GradientCentralization
-from keras_boost.algorithms.centralization import exclude_grouped_kernels
+from keras_boost.algorithms.centralization import exclude_unsuited_kernels
 from keras_boost.algorithms.precision import PrecisionChoice
 from keras_boost.algorithms.precision import model_policies
 from keras_boost.algorithms.less_bn import find_less_bn
@@ -79,9 +79,9 @@ def prepare_compile(model, optimizer, parts, compile_kwargs):
     for part in parts:
         part.on_compile(model, compile_kwargs)
     optimizer.model_surgery_handled = True  # the model's own constructor warned
-    # GC sees variables only; mark this graph's depthwise/grouped kernels
+    # GC sees variables only; mark this graph's depthwise, grouped and gate kernels
     # (again after load_model, whose variables are new).
-    exclude_grouped_kernels(model)
+    exclude_unsuited_kernels(model)
     return compile_kwargs
 
 

@@ -20,7 +20,9 @@ from keras_boost.algorithms.adaptive_optimizers import AdaBelief
 from keras_boost.algorithms.adaptive_optimizers import AdaBound
 from keras_boost.algorithms.adasum import AdaSum
 from keras_boost.algorithms.centralization import GradientCentralization
+from keras_boost.algorithms.centralization import exclude_gate_kernels
 from keras_boost.algorithms.centralization import exclude_grouped_kernels
+from keras_boost.algorithms.centralization import exclude_unsuited_kernels
 from keras_boost.algorithms.centralization import should_centralize
 from keras_boost.algorithms.compressed_all_reduce import CompressedAllReduce
 from keras_boost.algorithms.dim_reduce import DimReduce
@@ -62,7 +64,9 @@ __all__ = [
     "GradientAccumulation",
     "GradientCentralization",
     "OptimizerWrapper",
+    "exclude_gate_kernels",
     "exclude_grouped_kernels",
+    "exclude_unsuited_kernels",
     "find_in_chain",
     "optimizer_chain",
     "should_centralize",
