@@ -460,3 +460,26 @@ def test_a_step_leaves_gate_kernels_uncentered(make):
         expected = w0 - lr * (numpy_gc(grad) if i in (0, 3) else grad)
         np.testing.assert_allclose(g, expected, rtol=1e-4, atol=1e-6)
         assert not np.allclose(numpy_gc(grad), grad)  # centering would have changed each
+
+
+def test_the_batch_norm_answer_is_saved_and_a_reloaded_optimizer_keeps_it():
+    """A reloaded LessBN model has no report to ask and may have no BN left:
+    the optimizer keeps what it found on the model it trained."""
+    x, y = np.ones((4, 16), "float32"), np.ones((4, 3), "float32")
+    model = batch_norm_model()
+    model.compile(optimizer=boost.GradientCentralization(keras.optimizers.SGD(), only_with_batch_norm=True),
+                  loss="mse")
+    model.fit(x, y, verbose=0)
+    assert model.optimizer.get_config()["centralizing"] is True
+    reloaded = boost.GradientCentralization.from_config(model.optimizer.get_config())
+    bn_free = two_layer_model()  # asked afresh, it would switch GC off
+    bn_free.compile(optimizer=reloaded, loss="mse")
+    bn_free.fit(x, y, verbose=0)
+    assert reloaded.centralizing
+    assert reloaded.summary() == "gradient centralization of 2 conv/dense kernels"
+    fresh = boost.GradientCentralization(keras.optimizers.SGD(), only_with_batch_norm=True)
+    assert "centralizing" not in fresh.get_config()  # not built: asks its model at build
+    bn_free = two_layer_model()
+    bn_free.compile(optimizer=fresh, loss="mse")
+    bn_free.fit(x, y, verbose=0)
+    assert not fresh.centralizing and fresh.get_config()["centralizing"] is False

@@ -74,9 +74,8 @@ def exclude_grouped_kernels(model):
     kernels of `DepthwiseConv1D/2D`, the depthwise kernels of
     `SeparableConv1D/2D` and the kernels of convolutions with `groups > 1`
     get a mark that `should_centralize` reads, whatever the layers are
-    called. `exclude_unsuited_kernels` (which `GradientCentralization
-    (optimizer, model=model)` and `AutoBoost.network_auto_process_train`
-    call for you) does this and `exclude_gate_kernels`. The mark is on the
+    called. `exclude_unsuited_kernels`, which GC calls for you on the model
+    it trains, does this and `exclude_gate_kernels`. The mark is on the
     variables: a model loaded from a file needs it again.
 
     Returns the number of kernels marked.
@@ -101,7 +100,7 @@ def exclude_gate_kernels(model):
     """Marks the kernels of `model`'s squeeze-excite gates: GC leaves them alone.
 
     A gate (EfficientNet, MobileNetV3) is a branch from a global pooling
-    layer into a `Multiply` (`squeeze_excite_kernels`); its kernels feed no
+    layer into a `Multiply`, found from the layer graph; its kernels feed no
     normalization, and centering their gradients cost O1 2.6 to 6.5 points
     on EfficientNetB0 (`docs/methods/centralization.md`). Like
     `exclude_grouped_kernels`, the mark is on the variables and is read by
@@ -219,16 +218,17 @@ class GradientCentralization(OptimizerWrapper):
 
     Before the wrapped optimizer's update, each kernel gradient that
     `should_centralize` selects (rank >= 2, input-channel axis a multiple of
-    16, not a bias / norm parameter / depthwise or squeeze-excite gate kernel
-    / `NormalizedDense` head) becomes `g - mean(g over every axis but the last)`, the per-output
-    -channel centering of MindSpore's `Centralization` in Keras layouts.
-    Sparse (`IndexedSlices`) gradients are passed through unchanged.
+    16, not a bias / norm parameter / depthwise or squeeze-excite gate
+    kernel / `NormalizedDense` head) becomes `g - mean(g over every axis but
+    the last)`, the per-output-channel centering of MindSpore's
+    `Centralization` in Keras layouts. Sparse (`IndexedSlices`) gradients
+    are passed through unchanged.
 
     Depthwise, grouped and gate kernels are recognised by their layer's type
-    and place (`exclude_unsuited_kernels`), whatever they are called: in the layers of
-    `model` when it is given, else of the model compiled with this optimizer
-    (found when Keras builds the optimizer). An optimizer built outside a
-    model (a custom training loop) knows only the names (see
+    and place (`exclude_unsuited_kernels`), whatever they are called: in the
+    layers of `model` when it is given, else of the model compiled with
+    this optimizer (found when Keras builds the optimizer). An optimizer
+    built outside a model (a custom training loop) knows only the names (see
     `should_centralize`), and says so when it centralizes convolution
     kernels: pass `model` there.
 
@@ -239,6 +239,8 @@ class GradientCentralization(OptimizerWrapper):
     otherwise: on the zoo transformer, GC cost 0.25-0.55 point of accuracy
     on TensorFlow and JAX and gained none on PyTorch
     (`docs/methods/centralization.md`). `summary()` says which applied.
+    The answer is part of the config once built: a model reloaded from a
+    file (no LessBN report, perhaps no BN left) trains on as before.
 
     Differences from MindSpore: there, coupled weight decay is added to the
     gradient before centering; Keras applies weight decay to the variables
@@ -282,9 +284,10 @@ class GradientCentralization(OptimizerWrapper):
             raise TypeError(f"only_with_batch_norm must be True or False, got {only_with_batch_norm!r}.")
         self.only_with_batch_norm = only_with_batch_norm
         self._gc_mask = None
-        # False once built for a model without BatchNormalization
-        # (only_with_batch_norm): every gradient passes through.
-        self._centralizing = True
+        # Decided when built for a model (None: not yet). False: every
+        # gradient passes through. In the config: a model reloaded from a
+        # file has no LessBN report to ask, and must train on as before.
+        self._centralizing = None
         # A weak reference: the optimizer must not keep the model alive, and
         # the model is not part of the optimizer's state or config.
         self._model_ref = None
@@ -296,10 +299,11 @@ class GradientCentralization(OptimizerWrapper):
         model = self._model_ref() if self._model_ref is not None else _building_model(self)
         if model is not None:
             exclude_unsuited_kernels(model)
-        self._centralizing = not (self.only_with_batch_norm and model is not None and not has_batch_norm(model))
+        if self._centralizing is None and model is not None:
+            self._centralizing = not (self.only_with_batch_norm and not has_batch_norm(model))
         # The JAX stateless path sees values, not variables: keep the rule's
         # result per position of the build-time variable list.
-        self._gc_mask = [self._centralizing and should_centralize(v) for v in var_list]
+        self._gc_mask = [self.centralizing and should_centralize(v) for v in var_list]
         if model is None:
             self._warn_names_only(var_list)
 
@@ -308,14 +312,14 @@ class GradientCentralization(OptimizerWrapper):
         """False when `only_with_batch_norm` found a model without
         BatchNormalization at build: the wrapper then passes every gradient
         through."""
-        return self._centralizing
+        return self._centralizing is not False
 
     def summary(self):
         """One phrase for the end-of-fit line: what GC does to this model.
 
         Example: `"gradient centralization of 21 conv/dense kernels"`.
         """
-        if not self._centralizing:
+        if not self.centralizing:
             return "gradient centralization off (no BatchNormalization in the model)"
         if self._gc_mask is None:
             return "gradient centralization of the conv/dense kernels"
@@ -343,7 +347,7 @@ class GradientCentralization(OptimizerWrapper):
         ]
 
     def _mask_for(self, grads, trainable_variables):
-        if not self._centralizing:
+        if not self.centralizing:
             return [False] * len(grads)
         if trainable_variables is not None and all(
             isinstance(v, keras.Variable) for v in trainable_variables
@@ -370,4 +374,14 @@ class GradientCentralization(OptimizerWrapper):
     def get_config(self):
         config = super().get_config()
         config["only_with_batch_norm"] = self.only_with_batch_norm
+        if self._centralizing is not None:  # decided on the model it trained
+            config["centralizing"] = self._centralizing
         return config
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        config = dict(config)
+        centralizing = config.pop("centralizing", None)
+        optimizer = super().from_config(config, custom_objects=custom_objects)
+        optimizer._centralizing = centralizing
+        return optimizer
