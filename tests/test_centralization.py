@@ -483,3 +483,9 @@ def test_the_batch_norm_answer_is_saved_and_a_reloaded_optimizer_keeps_it():
     bn_free.compile(optimizer=fresh, loss="mse")
     bn_free.fit(x, y, verbose=0)
     assert not fresh.centralizing and fresh.get_config()["centralizing"] is False
+
+
+@pytest.mark.parametrize("name", ["exclude_grouped_kernels", "exclude_gate_kernels", "exclude_unsuited_kernels"])
+def test_exclude_functions_name_themselves_on_a_non_model(name):
+    with pytest.raises(TypeError, match=rf"{name} expects a keras.Model \(or layer\), got builtins.str"):
+        getattr(boost.optimizers, name)("model")

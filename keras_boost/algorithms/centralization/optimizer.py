@@ -58,12 +58,18 @@ def _grouped_kernels(model):
     return [k for k in map(_grouped_kernel, layers) if k is not None]
 
 
-def _check_model(function, model):
+def _exclude(function, model, *finders):
+    """Marks the kernels the `finders` return for `model` (GC leaves them
+    alone); the number of kernels marked."""
     if not isinstance(model, keras.layers.Layer):
         raise TypeError(
             f"{function} expects a keras.Model (or layer), got "
             f"{type(model).__module__}.{type(model).__name__}."
         )
+    kernels = {id(k): k for find in finders for k in find(model)}
+    for kernel in kernels.values():
+        setattr(kernel, NO_GC_ATTR, True)
+    return len(kernels)
 
 
 def exclude_grouped_kernels(model):
@@ -89,11 +95,7 @@ def exclude_grouped_kernels(model):
     boost.optimizers.should_centralize(model.get_layer("dw").kernel)   # False
     ```
     """
-    _check_model("exclude_grouped_kernels", model)
-    kernels = _grouped_kernels(model)
-    for kernel in kernels:
-        setattr(kernel, NO_GC_ATTR, True)
-    return len(kernels)
+    return _exclude("exclude_grouped_kernels", model, _grouped_kernels)
 
 
 def exclude_gate_kernels(model):
@@ -113,11 +115,7 @@ def exclude_gate_kernels(model):
     boost.optimizers.exclude_gate_kernels(model)   # 32
     ```
     """
-    _check_model("exclude_gate_kernels", model)
-    kernels = squeeze_excite_kernels(model)
-    for kernel in kernels:
-        setattr(kernel, NO_GC_ATTR, True)
-    return len(kernels)
+    return _exclude("exclude_gate_kernels", model, squeeze_excite_kernels)
 
 
 def exclude_unsuited_kernels(model):
@@ -133,7 +131,7 @@ def exclude_unsuited_kernels(model):
     boost.optimizers.exclude_unsuited_kernels(keras.applications.MobileNetV3Small(weights=None))
     ```
     """
-    return exclude_grouped_kernels(model) + exclude_gate_kernels(model)
+    return _exclude("exclude_unsuited_kernels", model, _grouped_kernels, squeeze_excite_kernels)
 
 
 def should_centralize(variable, channel_multiple=GC_CHANNEL_MULTIPLE):
