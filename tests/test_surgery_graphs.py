@@ -17,6 +17,7 @@ import pytest
 
 import keras_boost as boost
 from keras_boost.surgery import fuse_batch_norm
+from keras_boost.graph import topological_nodes
 from keras_boost.surgery.rebuild import rebuild
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*does not support masking:UserWarning")
@@ -176,6 +177,29 @@ def test_surgery_copies_the_graph_with_identical_outputs(build, entry):
     assert got_flags == want_flags
     if entry in (less_bn, from_model, auto_boost):
         assert new.less_bn_report.removed_names == ["cls_bn"]
+
+
+@pytest.mark.parametrize("build", GRAPHS, ids=lambda f: f.__name__)
+def test_topological_nodes_lists_every_call_once_after_its_producers(build):
+    model = build()
+    nodes = topological_nodes(model)
+    position = {id(node): i for i, node in enumerate(nodes)}
+    assert len(position) == len(nodes)
+    for i, node in enumerate(nodes):
+        for tensor in node.arguments.keras_tensors:
+            producer = tensor._keras_history.operation._inbound_nodes[tensor._keras_history.node_index]
+            assert producer.is_input or position[id(producer)] < i
+    # Every layer of the model is called in its graph (the shared one twice).
+    called = [node.operation for node in nodes]
+    assert {id(layer) for layer in model.layers if not isinstance(layer, L.InputLayer)} <= set(map(id, called))
+    assert len(called) == len(set(map(id, called))) + (build is shared_layer)
+
+
+def test_topological_nodes_stops_at_inputs_that_are_inner_tensors():
+    inputs = keras.Input((4,))
+    h = L.Dense(4, name="outside")(inputs)
+    model = keras.Model(h, L.Dense(1, name="inside")(L.ReLU(name="relu")(h)))
+    assert [node.operation.name for node in topological_nodes(model)] == ["relu", "inside"]
 
 
 def test_shared_layer_stays_one_layer_called_twice():

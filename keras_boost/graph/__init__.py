@@ -1,5 +1,9 @@
 """Graph machinery the model surgeries share (not an algorithm).
 
+`topological_nodes(model)` lists a functional model's layer calls, each
+after its producers, and `producer(tensor)` gives the call behind one
+tensor: LessBN's matcher, prefix caching's split and gradient
+centralization's gate finder read graphs with them.
 `rebuild(model, what, ...)` copies a Functional or Sequential model with
 some layers removed, swapped or converted: LessBN, fused batch norm and
 `with_precision` all make their copies with it.
@@ -13,6 +17,8 @@ copy = rebuild(model, "LessBN", removed_ids={id(model.get_layer("bn"))})
 ```
 """
 
+from keras_boost.graph.nodes import producer
+from keras_boost.graph.nodes import topological_nodes
 from keras_boost.graph.rebuild import rebuild
 
-__all__ = ["rebuild"]
+__all__ = ["producer", "rebuild", "topological_nodes"]

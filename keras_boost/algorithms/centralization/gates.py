@@ -12,6 +12,8 @@ EfficientNetB0 that cost O1 2.6 to 6.5 points of accuracy
 import keras
 
 from keras_boost import keras_private
+from keras_boost.graph import producer
+from keras_boost.graph import topological_nodes
 
 __all__ = ["squeeze_excite_kernels"]
 
@@ -27,29 +29,11 @@ _POOLING = (
 _MAX_BRANCH_LENGTH = 8
 
 
-def _producer(tensor):
-    node = keras_private.inbound_node(tensor)
-    return None if node is None or node.is_input else node
-
-
-def _nodes(model):
-    """Every layer call of a functional `model`, walked back from its outputs."""
-    seen, stack, nodes = set(), [_producer(t) for t in model.outputs], []
-    while stack:
-        node = stack.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen.add(id(node))
-        nodes.append(node)
-        stack.extend(_producer(t) for t in node.arguments.keras_tensors)
-    return nodes
-
-
 def _gate_branch(tensor):
     """The layers from a global pooling to `tensor` through single-input
     calls, or None when `tensor` is not such a branch's output."""
     layers = []
-    node = _producer(tensor)
+    node = producer(tensor)
     while node is not None and len(layers) < _MAX_BRANCH_LENGTH:
         layers.append(node.operation)
         if isinstance(node.operation, _POOLING):
@@ -57,7 +41,7 @@ def _gate_branch(tensor):
         inputs = node.arguments.keras_tensors
         if len(inputs) != 1:
             return None
-        node = _producer(inputs[0])
+        node = producer(inputs[0])
     return None
 
 
@@ -79,7 +63,7 @@ def squeeze_excite_kernels(model):
     for layer in keras_private.flatten_layers(model, include_self=True, recursive=True):
         if not keras_private.is_functional(layer):
             continue
-        for node in _nodes(layer):
+        for node in topological_nodes(layer):
             if not isinstance(node.operation, keras.layers.Multiply):
                 continue
             for tensor in node.arguments.keras_tensors:

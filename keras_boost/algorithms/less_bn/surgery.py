@@ -42,6 +42,8 @@ from keras_boost.algorithms.less_bn import patterns as patterns_lib
 from keras_boost.algorithms.less_bn.normalized_dense import matched_scale
 from keras_boost.algorithms.less_bn.normalized_dense import NormalizedDense
 from keras_boost.errors import NoEffectWarning
+from keras_boost.graph import producer
+from keras_boost.graph import topological_nodes
 from keras_boost.graph import rebuild
 from keras_boost.validation import check_model
 
@@ -72,30 +74,11 @@ class _Graph:
             self.calls = [(layer, (i - 1,) if i else ()) for i, layer in enumerate(model.layers)]
         else:
             self._input_ids = {id(t) for t in model.inputs}
-            self.calls = []
-            self._index = {}
-            for tensor in model.outputs:
-                self._visit(self._node_of(tensor))
-
-    # Functional graphs are walked back from the outputs through
-    # `KerasTensor._keras_history`, stopping at the model's inputs.
-    def _node_of(self, tensor):
-        if id(tensor) in self._input_ids:
-            return None
-        node = keras_private.inbound_node(tensor)
-        return None if node is None or node.is_input else node
-
-    def _visit(self, node):
-        stack = [node]
-        while stack:
-            node = stack.pop()
-            if node is None or id(node) in self._index:
-                continue
-            self._index[id(node)] = None
-            parents = [self._node_of(t) for t in node.arguments.keras_tensors]
-            self.calls.append((node, parents))
-            stack.extend(parents)
-        self._by_id = {id(node): (node, parents) for node, parents in self.calls}
+            self.calls = [
+                (node, [producer(t, self._input_ids) for t in node.arguments.keras_tensors])
+                for node in topological_nodes(model)
+            ]
+            self._by_id = {id(node): (node, parents) for node, parents in self.calls}
 
     def layer(self, call):
         return self.calls[call][0] if self.is_sequential else call.operation
@@ -117,7 +100,7 @@ class _Graph:
         """The operation producing each model output, in order (None: an input)."""
         if self.is_sequential:
             return [self.model.layers[-1]]
-        return [getattr(self._node_of(t), "operation", None) for t in self.model.outputs]
+        return [getattr(producer(t, self._input_ids), "operation", None) for t in self.model.outputs]
 
     def skip_transparent(self, call):
         while call is not None and isinstance(self.layer(call), patterns_lib.TRANSPARENT_CLASSES):

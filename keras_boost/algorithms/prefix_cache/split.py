@@ -28,6 +28,7 @@ import keras
 
 from keras_boost import keras_private
 from keras_boost.algorithms.prefix_cache.rules import uncacheable_reason
+from keras_boost.graph import topological_nodes
 from keras_boost.validation import check_model
 
 __all__ = ["CachedSuffix", "PrefixReport", "PrefixSplit", "frozen_prefix_report", "split_frozen_prefix"]
@@ -313,7 +314,7 @@ class _FlatGraph:
         for tensor, key in zip(model.inputs, input_keys):
             if (path, id(tensor)) != key:
                 self._alias[(path, id(tensor))] = key
-        for node in _topological_nodes(model):
+        for node in topological_nodes(model):
             operation = node.operation
             reason = _opening_reason(operation, node)
             if reason is None:
@@ -384,33 +385,6 @@ def _opening_reason(operation, node=None):
         if outer.dtype != inner.dtype or len(outer.shape) != len(inner.shape):
             return "its inputs convert the dtype or rank of the tensors it is called on"
     return None
-
-
-def _topological_nodes(model):
-    """The call nodes of `model`'s own graph, each after its producers."""
-    input_ids = {id(t) for t in model.inputs}
-
-    def producer(tensor):
-        if id(tensor) in input_ids:
-            return None
-        node = keras_private.inbound_node(tensor)
-        return None if node is None or node.is_input else node
-
-    order, seen = [], set()
-    stack = [(producer(t), False) for t in reversed(model.outputs)]
-    while stack:
-        node, expanded = stack.pop()
-        if node is None:
-            continue
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        stack.extend((producer(t), False) for t in reversed(node.arguments.keras_tensors))
-    return order
 
 
 # --- which part is cached ------------------------------------------------------
