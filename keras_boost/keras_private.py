@@ -24,6 +24,7 @@ import contextlib
 import inspect
 
 import keras
+from keras.src import backend as _backend
 from keras.src.backend.common import masking as _masking
 from keras.src.losses import loss as _loss_module
 from keras.src.models.functional import Functional
@@ -39,6 +40,7 @@ __all__ = [
     "compile_arguments",
     "call_has_training_arg",
     "compute_loss",
+    "compute_output_spec",
     "distribute_strategy",
     "flatten_layers",
     "has_gradient_all_reduce",
@@ -109,6 +111,13 @@ no_automatic_dependency_tracking = _tracking.no_automatic_dependency_tracking
 
 
 # --- layers and models --------------------------------------------------------
+
+
+def compute_output_spec(fn, *args):
+    """`fn(*args)` traced on the symbolic `args` (KerasTensors), as the
+    backend traces a compiled step, without running it or changing any
+    variable (`keras.src.backend.compute_output_spec`)."""
+    return _backend.compute_output_spec(fn, *args)
 
 
 def is_functional(model):

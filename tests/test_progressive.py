@@ -120,6 +120,36 @@ def test_progressive_resizing_needs_the_layer():
                   callbacks=[boost.callbacks.ProgressiveResizing()])
 
 
+def pooled_model():
+    """16x16 images through three 2x2 valid poolings: at 4x4 the last map is 0x0."""
+    inputs = keras.Input((16, 16, 1))
+    x = boost.layers.ProgressiveResize()(inputs)
+    x = keras.layers.BatchNormalization(name="bn")(keras.layers.MaxPooling2D(2)(x))
+    x = keras.layers.MaxPooling2D(2)(keras.layers.MaxPooling2D(2)(x))
+    outputs = keras.layers.Dense(2)(keras.layers.GlobalAveragePooling2D()(x))
+    model = keras.Model(inputs, outputs, name="pooled")
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    return model
+
+
+def test_progressive_resizing_names_a_first_size_the_network_cannot_train_at():
+    # TensorFlow and torch fail there; JAX would train on to NaN without an error.
+    model = pooled_model()
+    weights = [w.copy() for w in model.get_weights()]
+    resizing = boost.callbacks.ProgressiveResizing(initial_scale=0.25)
+    with pytest.raises(ValueError, match=r"model 'pooled' at its first size \(4, 4\) \(initial_scale=0.25\).*"
+                                         r"smallest scheduled size it trains at is \(8, 8\): use initial_scale=0.5"):
+        model.fit(np.ones((8, 16, 16, 1)), np.zeros((8, 2)), batch_size=4, verbose=0, callbacks=[resizing])
+    for got, want in zip(model.get_weights(), weights):  # the BN statistics included
+        np.testing.assert_array_equal(got, want)
+    layer = boost.callbacks.progressive.find_resize_layers(model)[0]
+    assert layer.scale == 1.0 and layer.traced_sizes == []
+    # The size the error names trains.
+    history = model.fit(np.ones((8, 16, 16, 1)), np.zeros((8, 2)), batch_size=4, verbose=0,
+                        callbacks=[boost.callbacks.ProgressiveResizing(initial_scale=0.5)])
+    assert np.all(np.isfinite(history.history["loss"]))
+
+
 # --- the model sees the scheduled sizes ----------------------------------------------
 
 class SizeProbe(keras.layers.Layer):
@@ -174,7 +204,9 @@ def test_model_sees_scheduled_sizes_eagerly(mode):
     x, y = data()
     resizing = boost.callbacks.ProgressiveResizing(initial_scale=0.5, finish_fraction="0.6dur", mode=mode)
     model.fit(x, y, batch_size=16, epochs=3, shuffle=False, verbose=0, callbacks=[resizing])
-    assert [h for training, h, w in probe.seen if training] == EXPECTED_PER_STEP
+    steps = [h for training, h, w in probe.seen if training]
+    assert steps[-12:] == EXPECTED_PER_STEP
+    assert set(steps[:-12]) == {16}  # the check that the first size trains (traced, then run once)
     assert all(h == w for _, h, w in probe.seen)
     assert resizing.sizes == EXPECTED_CHANGES
 
@@ -191,7 +223,7 @@ def test_model_sees_scheduled_sizes_compiled(mode):
     distinct = [s for i, s in enumerate(sizes) if i == 0 or s != sizes[i - 1]]
     assert distinct == [16, 20, 24, 28]
     if keras.backend.backend() == "torch":
-        assert [h for training, h, _ in probe.seen if training] == EXPECTED_PER_STEP
+        assert sizes[-12:] == EXPECTED_PER_STEP
     assert resizing.sizes == EXPECTED_CHANGES
     assert resizing.compiles == 4  # one (re)build per distinct size
     # Inference sees full-size images, and the layer is back to the identity.

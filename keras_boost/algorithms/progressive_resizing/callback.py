@@ -39,7 +39,11 @@ model.fit(x_train, y_train, epochs=5, callbacks=[
 ```
 """
 
+import re
+import warnings
+
 import keras
+import numpy as np
 
 from keras_boost import keras_private
 from keras_boost.algorithms.progressive_resizing.layer import MODES
@@ -49,6 +53,24 @@ from keras_boost.algorithms.progressive_resizing.schedule import resize_scale
 from keras_boost.durations import parse_duration
 
 __all__ = ["find_resize_layers", "ProgressiveResizing"]
+
+
+def _training_error(model, specs, batch):
+    """Why `model` cannot run a training forward pass on `batch`, or None."""
+    call = (lambda *x: model(list(x) if len(x) > 1 else x[0], training=True))
+    try:
+        # Run first (torch raises the real error there, JAX gives NaN), then
+        # traced as a compiled step is (TensorFlow fails only there).
+        with keras.StatelessScope():
+            outputs = call(*batch)
+        keras_private.compute_output_spec(call, *specs)
+    except Exception as error:  # noqa: BLE001 (any failure of the user's model is reported)
+        # Keras' "Exception encountered when calling X.call()." puts the cause on the next line.
+        lines = [line.strip() for line in re.sub(r"\x1b\[[0-9;]*m", "", str(error)).splitlines() if line.strip()]
+        return f"{type(error).__name__}: {' '.join(lines[:2])[:300]}".rstrip(". ")
+    if not all(np.all(np.isfinite(keras.ops.convert_to_numpy(o))) for o in keras.tree.flatten(outputs)):
+        return "its outputs are not finite (a feature map shrank to 0x0)"
+    return None
 
 
 def find_resize_layers(model):
@@ -148,6 +170,7 @@ class ProgressiveResizing(keras.callbacks.Callback):
                 layer.size_increment = self.size_increment
             if self.mode is not None:
                 layer.mode = self.mode
+        self._check_first_size()
         epochs = int(self.params.get("epochs") or 1)
         self._steps = self.params.get("steps")
         self._total = epochs * self._steps if self._steps else epochs
@@ -155,6 +178,66 @@ class ProgressiveResizing(keras.callbacks.Callback):
         self._current = None
         self.sizes, self.compiles = [], 0
         self._set_fraction(0.0, step=0, rebuild=True)
+
+    def _check_first_size(self):
+        """Fails before training when the model cannot train at its first size.
+
+        A network that downsamples a small image too often breaks there: on
+        TensorFlow the compiled step fails with "Negative dimension size", on
+        torch the convolution raises, and on JAX a feature map shrinks to 0x0
+        and the loss turns NaN without any error. So the model runs at each
+        scheduled size, smallest first, until one works: eagerly on one
+        example of ones (variable updates discarded), then traced as a
+        compiled step is. Only a failure costs more than the first size.
+        """
+        inputs = getattr(self.model, "inputs", None)
+        if not inputs or any(d is None for t in inputs for d in t.shape[1:]):
+            return  # a subclassed model, or an unknown input size: nothing to run it on
+        specs = [keras.KerasTensor((1, *t.shape[1:]), dtype=t.dtype) for t in inputs]
+        batch = [np.ones(spec.shape, dtype=spec.dtype) for spec in specs]
+        traced = [list(layer.traced_sizes) for layer in self._layers]
+        failures, works = [], None
+        try:
+            for scale in self._scheduled_scales():
+                for layer in self._layers:
+                    layer.scale = scale
+                error = _training_error(self.model, specs, batch)
+                if error is None:
+                    works = self._key()[0]
+                    break
+                failures.append((self._key()[0], error))
+        finally:
+            for layer, sizes in zip(self._layers, traced):
+                layer.scale = 1.0
+                layer.traced_sizes[:] = sizes
+        if not failures:
+            return
+        size, error = failures[0]
+        if works is None:  # not even at full size: the check itself cannot run this model
+            warnings.warn(f"ProgressiveResizing could not check that model {self.model.name!r} trains at "
+                          f"its first size {size}: running it there and at full size failed with {error}.",
+                          stacklevel=2)
+            return
+        full = self._layers[0].full_size
+        if tuple(works) == tuple(full):
+            fix = f"it trains only at its full size {works}: progressive resizing cannot act on it at this image size"
+        else:
+            fix = f"the smallest scheduled size it trains at is {works}: use initial_scale={works[0] / full[0]:g} or more"
+        raise ValueError(
+            f"ProgressiveResizing cannot train model {self.model.name!r} at its first size {size} "
+            f"(initial_scale={self.initial_scale:g}): {error}. The network downsamples so small an "
+            f"image to nothing; {fix}."
+        )
+
+    def _scheduled_scales(self):
+        """The scale of each distinct size of the schedule, smallest first."""
+        scales = {}
+        for fraction in np.linspace(0.0, 1.0, 257):
+            scale = self.scale_at(fraction)
+            for layer in self._layers:
+                layer.scale = scale
+            scales.setdefault(self._key(), scale)
+        return sorted(scales.values())
 
     def on_epoch_begin(self, epoch, logs=None):
         self._epoch = epoch
