@@ -43,8 +43,8 @@ from keras_boost.algorithms.less_bn.normalized_dense import matched_scale
 from keras_boost.algorithms.less_bn.normalized_dense import NormalizedDense
 from keras_boost.errors import NoEffectWarning
 from keras_boost.graph import producer
-from keras_boost.graph import topological_nodes
 from keras_boost.graph import rebuild
+from keras_boost.graph import topological_nodes
 from keras_boost.validation import check_model
 
 __all__ = [
