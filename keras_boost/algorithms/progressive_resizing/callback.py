@@ -196,7 +196,7 @@ class ProgressiveResizing(keras.callbacks.Callback):
         specs = [keras.KerasTensor((1, *t.shape[1:]), dtype=t.dtype) for t in inputs]
         batch = [np.ones(spec.shape, dtype=spec.dtype) for spec in specs]
         traced = [list(layer.traced_sizes) for layer in self._layers]
-        failures, works = [], None
+        failure, works = None, None  # (first size, why it fails); the smallest size that trains
         try:
             for scale in self._scheduled_scales():
                 for layer in self._layers:
@@ -205,14 +205,14 @@ class ProgressiveResizing(keras.callbacks.Callback):
                 if error is None:
                     works = self._key()[0]
                     break
-                failures.append((self._key()[0], error))
+                failure = failure or (self._key()[0], error)
         finally:
             for layer, sizes in zip(self._layers, traced):
                 layer.scale = 1.0
                 layer.traced_sizes[:] = sizes
-        if not failures:
+        if failure is None:
             return
-        size, error = failures[0]
+        size, error = failure
         if works is None:  # not even at full size: the check itself cannot run this model
             warnings.warn(f"ProgressiveResizing could not check that model {self.model.name!r} trains at "
                           f"its first size {size}: running it there and at full size failed with {error}.",
