@@ -18,6 +18,7 @@ from keras_boost import config as config_lib
 from keras_boost import keras_private
 from keras_boost.config import check_implemented
 from keras_boost.errors import NoEffectWarning
+from keras_boost.graph import layers_shared_with_nested_models
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.algorithms.centralization import exclude_unsuited_kernels
 from keras_boost.algorithms.precision import choose_precision
@@ -231,13 +232,23 @@ class AutoBoost:
 
 
 def _graph_io(model):
-    """The input and output structures (dicts, lists or tensors) of a graph model."""
+    """The input and output structures (dicts, lists or tensors) of a graph model.
+
+    A model whose class builds it from its config (keras-hub's tasks) and
+    whose graph calls a layer of a nested model again (a causal LM's tied
+    token embedding) is called as one layer on new inputs: its own config
+    saves and loads it, where its graph's would load the shared layer twice.
+    """
     if isinstance(model, keras.Sequential):
         return model.inputs[0], model.outputs[0]
     try:
-        return model.input, model.output
+        inputs, outputs = model.input, model.output
     except (AttributeError, ValueError):
         return None, None
+    if keras_private.functional_like_constructor(type(model)) or not layers_shared_with_nested_models(model):
+        return inputs, outputs
+    inputs = keras.tree.map_structure(lambda t: keras.Input(batch_shape=t.shape, dtype=t.dtype, name=t.name), inputs)
+    return inputs, model(inputs)
 
 
 def _optimizer_for(optimizer, old_model, new_model):

@@ -28,6 +28,7 @@ from keras.src import backend as _backend
 from keras.src.backend.common import masking as _masking
 from keras.src.losses import loss as _loss_module
 from keras.src.models.functional import Functional
+from keras.src.models.functional import functional_like_constructor as _functional_like_constructor
 from keras.src.trainers.data_adapters import data_adapter_utils as _data_adapter_utils
 from keras.src.utils import io_utils as _io_utils
 from keras.src.utils import tracking as _tracking
@@ -125,6 +126,15 @@ def is_functional(model):
     .functional.Functional`, which has no public name; `keras.Sequential` is
     not one): graph surgery needs the graph behind a model."""
     return isinstance(model, Functional)
+
+
+def functional_like_constructor(cls):
+    """Whether `cls(inputs, outputs, name=...)` builds a `cls` (`keras.src.
+    models.functional.functional_like_constructor`): `keras.models.clone_model`
+    re-creates such a class, and any other one (keras-hub's backbones and
+    tasks, built from their config) as a plain functional model; graph
+    surgery follows the same rule."""
+    return _functional_like_constructor(cls)
 
 
 def flatten_layers(layer, include_self=True, recursive=True):

@@ -65,6 +65,21 @@ def test_functional():
     assert issubclass(keras_private.Functional, keras.Model)
 
 
+def test_functional_like_constructor():
+    class ConfigBuilt(keras.Model):  # keras-hub's backbones look like this
+        def __init__(self, units, **kwargs):
+            inputs = keras.Input((2,))
+            super().__init__(inputs, keras.layers.Dense(units)(inputs), **kwargs)
+
+    class Functional(keras.Model):
+        def __init__(self, *args, extra=1, **kwargs):
+            super().__init__(*args, **kwargs)
+
+    assert keras_private.functional_like_constructor(Functional)
+    assert keras_private.functional_like_constructor(type(_model()))
+    assert not keras_private.functional_like_constructor(ConfigBuilt)
+
+
 def test_flatten_layers():
     model = _model()
     names = [layer.name for layer in keras_private.flatten_layers(model, include_self=False)]

@@ -17,8 +17,9 @@ copy = rebuild(model, "LessBN", removed_ids={id(model.get_layer("bn"))})
 ```
 """
 
+from keras_boost.graph.nodes import layers_shared_with_nested_models
 from keras_boost.graph.nodes import producer
 from keras_boost.graph.nodes import topological_nodes
 from keras_boost.graph.rebuild import rebuild
 
-__all__ = ["producer", "rebuild", "topological_nodes"]
+__all__ = ["layers_shared_with_nested_models", "producer", "rebuild", "topological_nodes"]

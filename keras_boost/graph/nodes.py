@@ -6,9 +6,11 @@ each output tensor back through the call (node) that produced it, stopping at
 the model's inputs. This module is that walk, once.
 """
 
+import keras
+
 from keras_boost import keras_private
 
-__all__ = ["producer", "topological_nodes"]
+__all__ = ["layers_shared_with_nested_models", "producer", "topological_nodes"]
 
 
 def producer(tensor, input_ids=frozenset()):
@@ -51,3 +53,26 @@ def topological_nodes(model):
         stack.append((node, True))
         stack.extend((producer(t, input_ids), False) for t in reversed(node.arguments.keras_tensors))
     return order
+
+
+def layers_shared_with_nested_models(model):
+    """The layers `model`'s own graph calls that are also layers of a model
+    nested in it. Keras' functional config saves such a layer twice and
+    loads two independent layers, so a copy of `model`'s graph cannot be
+    saved and loaded; keras-hub's causal LMs do this (the logits reuse the
+    backbone's token embedding), and their own config rebuilds the sharing.
+
+    Example:
+
+    ```python
+    embedding = keras.layers.Embedding(10, 4)
+    inner_in = keras.Input((3,), dtype="int32")
+    inner = keras.Model(inner_in, embedding(inner_in))
+    inputs = keras.Input((3,), dtype="int32")
+    model = keras.Model(inputs, inner(inputs) + embedding(inputs))
+    layers_shared_with_nested_models(model)   # [embedding]
+    ```
+    """
+    nested = [layer for layer in model.layers if isinstance(layer, keras.Model)]
+    inside = {id(l) for m in nested for l in keras_private.flatten_layers(m, include_self=False)}
+    return [layer for layer in model.layers if id(layer) in inside]

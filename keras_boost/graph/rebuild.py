@@ -103,7 +103,7 @@ class _Copier:
             new = self._sequential(model)
         else:
             new = keras.models.clone_model(model, clone_function=self.copy, call_function=self._call)
-            new = _same_class(model, new)
+            new = _same_class(model, new, self.what, self.switch_off)
         # `_trainable`, not the setter: the setter would push the flag down
         # onto every sublayer, which keeps its own (from its config). A copy
         # that lost a frozen base's False could never be unfrozen on
@@ -152,7 +152,7 @@ class _Copier:
         return new
 
 
-def _same_class(model, new):
+def _same_class(model, new, what, switch_off):
     """Re-creates a Functional subclass (e.g. `BoostModel`) with its own arguments.
 
     `clone_model` calls `cls(inputs, outputs, name=...)`, which would reset
@@ -161,6 +161,13 @@ def _same_class(model, new):
     whose constructor recognises a clone itself (`handles_clone_model`, as
     `BoostModel` does, which also records a copy's own precision) is kept
     as `clone_model` made it.
+
+    A class built from its config instead (keras-hub's backbones and tasks:
+    `ResNetBackbone(stackwise_num_filters=..., ...)` makes its own layers)
+    cannot hold a graph with layers removed or swapped, and its config would
+    rebuild the original layers on loading. Its copy is the plain functional
+    model `clone_model` makes of such a class: the same layers, weights,
+    name and compile config, saved and loaded as a graph.
     """
     cls = type(model)
     if cls is keras_private.Functional or cls.get_config is keras_private.Functional.get_config:
@@ -168,26 +175,29 @@ def _same_class(model, new):
     extra = {k: v for k, v in model.get_config().items() if k not in _FUNCTIONAL_KEYS}
     if getattr(cls, "handles_clone_model", False) and type(new) is cls:
         rebuilt = new
-    elif not extra:
+    elif not extra or not keras_private.functional_like_constructor(cls):
         return new
     else:
-        rebuilt = cls(new.inputs, new.outputs, name=model.name, **extra)
+        try:
+            rebuilt = cls(new.inputs, new.outputs, name=model.name, **extra)
+        except Exception as error:  # user code: any error means "not copyable"
+            raise _not_copyable(model, error, what, switch_off, rebuilt_with="cls(inputs, outputs, **config)") from error
     if model.compiled:
         rebuilt.compile_from_config(model.get_compile_config())
     return rebuilt
 
 
-def _not_copyable(operation, error, what, switch_off):
+def _not_copyable(operation, error, what, switch_off, rebuilt_with="layer.__class__.from_config(layer.get_config())"):
     cls = type(operation)
-    kind = "layer" if isinstance(operation, keras.layers.Layer) else "operation"
+    kind = ("model" if isinstance(operation, keras.Model) else "layer" if isinstance(operation, keras.layers.Layer)
+            else "operation")
     reason = " ".join(str(error).split())  # Keras' deserialization errors span lines
     off = f"; or switch {what} off with {switch_off}" if switch_off else ""
     return TypeError(
         f"{what} cannot copy the {kind} {operation.name!r} ({cls.__module__}.{cls.__qualname__}): "
         f"it cannot be re-created from its config ({type(error).__name__}: {reason}). {what} "
-        "builds a new model from a copy of every layer, made with "
-        "`layer.__class__.from_config(layer.get_config())`. Fix: implement get_config() "
-        "returning the __init__ arguments, and accept **kwargs in __init__ (passed on to "
-        "super().__init__), so that the base arguments (name, trainable, dtype) are "
+        f"builds a new model from a copy of every layer, made with `{rebuilt_with}`. Fix: "
+        "implement get_config() returning the __init__ arguments, and accept **kwargs in __init__ "
+        "(passed on to super().__init__), so that the base arguments (name, trainable, dtype) are "
         f"accepted{off}. The input model is unchanged."
     )
