@@ -9,9 +9,8 @@ GitHub, that says what this test does with it:
   (a snippet that shows an error message);
 - `<!-- readme-test: skip (why) -->`: not run, for the reason given.
 
-Each block runs in a fresh namespace holding what the README says the
-snippets assume (see `namespace`), with the working directory in a
-temporary folder.
+Each block runs as pasted into a new file: in an empty namespace, with the
+working directory in a temporary folder.
 """
 
 import builtins
@@ -20,7 +19,6 @@ import re
 import warnings
 
 import keras
-import numpy as np
 import pytest
 
 import keras_boost as boost
@@ -46,33 +44,13 @@ def snippets():
 SNIPPETS = snippets()
 
 
-def make_model():
-    """A small residual CNN with logits for 3 classes (LessBN removes one of its BNs)."""
-    layers = keras.layers
-
-    def conv_bn(x):
-        return layers.BatchNormalization()(layers.Conv2D(8, 3, padding="same")(x))
-
-    inputs = keras.Input((8, 8, 3))
-    x = layers.ReLU()(conv_bn(inputs))
-    h = conv_bn(layers.ReLU()(conv_bn(x)))
-    x = layers.ReLU()(layers.Add()([h, x]))
-    outputs = layers.Dense(3)(layers.GlobalAveragePooling2D()(x))
-    return keras.Model(inputs, outputs)
-
-
 @pytest.fixture
 def namespace(tmp_path, monkeypatch):
-    """What the snippets assume: the imports, `make_model`, `inputs`, `outputs`,
-    `model` (a built model from `inputs` to `outputs`), and `x`, `y`."""
+    """A fresh module namespace: a snippet brings its own imports, data and
+    model, as a user pasting it into a new file would."""
     monkeypatch.chdir(tmp_path)  # snippets save files
     keras.utils.set_random_seed(0)
-    model = make_model()
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 3, size=32).astype("int32")
-    x = (rng.normal(size=(32, 8, 8, 3)) + y[:, None, None, None]).astype("float32")
-    yield {"keras": keras, "np": np, "boost": boost, "make_model": make_model, "model": model,
-           "inputs": model.inputs[0], "outputs": model.outputs[0], "x": x, "y": y}
+    yield {"__name__": "__main__"}
     if keras.backend.backend() == "jax":
         keras.distribution.set_distribution(None)
 
