@@ -24,6 +24,7 @@ input model is never mutated and training the copy never touches it.
 import keras
 
 from keras_boost import keras_private
+from keras_boost.errors import reraise_with_context
 
 __all__ = ["rebuild"]
 
@@ -49,7 +50,9 @@ def rebuild(model, what, removed_ids=frozenset(), replacements=None, convert=Non
     Raises:
         TypeError: a layer that cannot be re-created from its config, or
             whose copy does not take its weights (nothing is returned; the
-            input model is unchanged).
+            input model is unchanged). Any other error of the copy keeps
+            its type, and its message names the surgery, the model and the
+            switch that turns the surgery off.
 
     Example:
 
@@ -62,7 +65,10 @@ def rebuild(model, what, removed_ids=frozenset(), replacements=None, convert=Non
     ```
     """
     copier = _Copier(set(removed_ids), dict(replacements or {}), convert, what, switch_off)
-    new = copier.model(model)
+    cls = type(model)
+    off = f" (switch it off with {switch_off})" if switch_off else ""
+    with reraise_with_context(f"{what} copied the model {model.name!r} ({cls.__module__}.{cls.__qualname__}){off}"):
+        new = copier.model(model)
     for old, copy in copier.copies:
         try:
             copy.set_weights(old.get_weights())
