@@ -285,6 +285,18 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
     def on_graph_run(self, outputs):
         note_graph_run(self, outputs)  # for keras.models.clone_model (keras_boost.cloning)
 
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        model = super().from_config(config, custom_objects=custom_objects)
+        # A frozen keras-hub backbone comes back from its config frozen as a
+        # layer but with trainable variables (its constructor passes
+        # `trainable=False` to `Layer.__init__`, which leaves the variables
+        # alone), and on torch they train. Keras' own setter freezes both.
+        for layer in keras_private.flatten_layers(model, include_self=False):
+            if not layer.trainable:
+                layer.trainable = False
+        return model
+
     def get_config(self):
         config = super().get_config()
         loss_scale, choice = self._boost_loss_scale_arg, self.precision_choice

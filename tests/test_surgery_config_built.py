@@ -82,6 +82,8 @@ def test_layers_shared_with_nested_models():
     tied = keras.Model(inputs, inner(inputs) + embedding(inputs))
     assert layers_shared_with_nested_models(tied) == [embedding]
     assert layers_shared_with_nested_models(_model_on(ConfigBuilt())) == []
+    backbone = ConfigBuilt()  # a task built on its backbone's own inputs shares only those
+    assert layers_shared_with_nested_models(keras.Model(backbone.inputs, L.Dense(2)(backbone(backbone.inputs)))) == []
 
 
 def test_an_error_of_the_copy_names_the_surgery_and_its_switch():

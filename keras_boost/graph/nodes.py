@@ -75,4 +75,5 @@ def layers_shared_with_nested_models(model):
     """
     nested = [layer for layer in model.layers if isinstance(layer, keras.Model)]
     inside = {id(l) for m in nested for l in keras_private.flatten_layers(m, include_self=False)}
-    return [layer for layer in model.layers if id(layer) in inside]
+    # Inputs are shared by design: a task model calls its backbone on the backbone's own inputs.
+    return [layer for layer in model.layers if id(layer) in inside and not isinstance(layer, keras.layers.InputLayer)]
