@@ -9,6 +9,9 @@ GitHub, that says what this test does with it:
   (a snippet that shows an error message);
 - `<!-- readme-test: skip (why) -->`: not run, for the reason given.
 
+A `# prints "<text>"` comment must be printed by the snippet, and a
+`# SomeError: <message> ...` comment must start the raised error's message.
+
 Each block runs as pasted into a new file: in an empty namespace, with the
 working directory in a temporary folder.
 """
@@ -42,6 +45,8 @@ def snippets():
 
 
 SNIPPETS = snippets()
+PRINTS = re.compile(r'# prints "(.+?)"')
+ERROR_SHOWN = re.compile(r"^# \w+Error: (.+?)(?: \.\.\.)?$", re.M)
 
 
 @pytest.fixture
@@ -69,14 +74,20 @@ def test_every_snippet_says_whether_it_runs():
     [pytest.param(line, marker, code, id=f"line{line}") for line, marker, code in SNIPPETS
      if marker and not marker.startswith("skip")],
 )
-def test_snippet_runs_as_written(line, marker, code, namespace):
+def test_snippet_runs_as_written(line, marker, code, namespace, capsys):
     if marker.startswith("run on ") and marker[len("run on "):] != keras.backend.backend():
         pytest.skip(f"the README runs this snippet {marker[len('run '):]}")
     compiled = compile("\n" * line + code, README, "exec")  # tracebacks give README's lines
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", boost.NoEffectWarning)  # LessBN's notes on this tiny model
         if marker.startswith("raises "):
-            with pytest.raises(getattr(builtins, marker[len("raises "):])):
+            with pytest.raises(getattr(builtins, marker[len("raises "):])) as raised:
                 exec(compiled, namespace)
+            shown = ERROR_SHOWN.search(code)  # "# ValueError: <start of the message> ..."
+            if shown:
+                assert " ".join(str(raised.value).split()).startswith(shown.group(1)), str(raised.value)
         else:
             exec(compiled, namespace)
+    printed = capsys.readouterr().out
+    for expected in PRINTS.findall(code):  # `print(...)  # prints "<text>"`
+        assert expected in printed, f"README line {line}: {expected!r} not printed:\n{printed}"
