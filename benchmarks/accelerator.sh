@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The accelerator check (issue 30, item 4) on a lent GPU machine, in one call
-# of the device tool. See benchmarks/accelerator.py for what it measures.
+# of the device tool. See benchmarks/accelerator/__init__.py for what it measures.
 #
 # 1. On the development machine, once, from the repository root (needs pip
 #    and the package registry):

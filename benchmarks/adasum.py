@@ -19,7 +19,7 @@ gradients combined by (`--modes`, default `mean,adasum`)
 Bytes on the wire: what one replica hands the all-reduce per step (its
 gradients in the wire dtype; AdaSum's all-gather sends float32), and what it
 sends per step under the standard cost models
-(`boost.optimizers.adasum.bytes_sent_per_replica`: ring all-reduce, ring
+(`keras_boost.algorithms.adasum.bytes_sent_per_replica`: ring all-reduce, ring
 all-gather, halving/doubling; the pattern AdaSum's traced step used).
 
 Measured, in one process:
@@ -110,8 +110,8 @@ def measure(args):
     import tensorflow as tf
 
     import keras_boost as boost
-    from keras_boost.optimizers.adasum import bytes_sent_per_replica
-    from keras_boost.optimizers.compressed import wire_bytes
+    from keras_boost.algorithms.adasum import bytes_sent_per_replica
+    from keras_boost.algorithms.compressed_all_reduce import wire_bytes
     from keras_boost.bench.workloads import mnist_data
     from keras_boost.bench.workloads import residual_cnn
 

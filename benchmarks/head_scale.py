@@ -8,7 +8,7 @@ script trains `LessBN(model, fn_flag=True)` + `GradientCentralization`
 - `dense`: LessBN without the head (`fn_flag=False`), the reference;
 - `1`: MindSpore's unit scale;
 - `adacos`: AdaCos' fixed scale `sqrt(2) * log(C - 1)` (3.11 for 10 classes);
-- `matched`: `keras_boost.layers.normalized_dense.matched_scale(kernel)`, the logit spread of the
+- `matched`: `keras_boost.algorithms.less_bn.matched_scale(kernel)`, the logit spread of the
   replaced Dense on isotropic inputs (depends on the head's input size);
 - a number: that fixed scale.
 
@@ -42,8 +42,8 @@ import keras_boost as boost
 from benchmarks import runner
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn
-from keras_boost.layers.normalized_dense import adacos_scale
-from keras_boost.layers.normalized_dense import matched_scale
+from keras_boost.algorithms.less_bn import adacos_scale
+from keras_boost.algorithms.less_bn import matched_scale
 
 L = keras.layers
 

@@ -1,9 +1,9 @@
 """keras_boost: train Keras 3 models to the same accuracy in less time.
 
 Every public name has one home: an algorithm's names live in its package
-`keras_boost.algorithms.<name>` and are re-exported here and under the
-paths they always had (`keras_boost.optimizers`, `.layers`, `.callbacks`,
-`.surgery`, `.ops`, ...). MindSpore's names are documented in
+`keras_boost.algorithms.<name>` and are re-exported here and by the
+public namespaces (`keras_boost.optimizers`, `.layers`, `.callbacks`,
+`.surgery`, `.ops`, ...), each a package `__init__`. MindSpore's names are documented in
 `keras_boost.compat`.
 
 Example:
@@ -53,15 +53,6 @@ from keras_boost.model import BoostModel
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 from keras_boost.version import __version__
 from keras_boost import saving as _saving
-
-# The old modules stay attributes of the package, as before the algorithms
-# moved (`boost.distill.Distiller`, `boost.grad_freeze.GradientFreeze`, ...).
-from keras_boost import distill  # noqa: F401
-from keras_boost import freeze_groups  # noqa: F401
-from keras_boost import freeze_planner  # noqa: F401
-from keras_boost import grad_freeze  # noqa: F401
-from keras_boost import loss_scale  # noqa: F401
-from keras_boost import progressive_schedule  # noqa: F401
 
 __all__ = [
     "LARS",

@@ -261,7 +261,7 @@ SCHEMA = {
         "adaptive_depths": ("auto", _auto_or_bool),
         # Extension: with adaptive depths (not with an explicit param_groups),
         # freezing is switched off when its best plan would save less than
-        # this fraction of the run's time (keras_boost.freeze_planner, rule 6).
+        # this fraction of the run's time (keras_boost.algorithms.freezing, rule 6).
         "min_run_saving": (0.05, _real(0.0, 1.0, low_open=False)),
         # Extension: the depths BoostModel runs, pinned ("auto": the planner
         # measures and decides; a list such as [0, 3, 6]: each scheduled

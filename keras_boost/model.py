@@ -124,7 +124,9 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
         independent copy. When the level enables model surgery (LessBN,
         fused batch norm, a precision) and it finds something to change, it
         runs first (`AutoBoost.network_auto_process_model`), which copies the
-        weights into a new graph: `model` is then left untouched.
+        weights into a new graph: `model` is then left untouched. The new
+        model's `less_bn_report` says what LessBN removed, or why it removed
+        nothing; it is None when LessBN is off (O0).
 
         A model whose class defines its own `train_step` (a VAE, a GAN) is
         refused: BoostModel's step would replace it. Compile such a model

@@ -17,7 +17,7 @@ import keras_boost as boost
 from conftest import dense_graph
 from conftest import regression_data
 from conftest import to_numpy
-from keras_boost.optimizers.accumulation import find_gradient_accumulation
+from keras_boost.algorithms.accumulation import find_gradient_accumulation
 from keras_boost.optimizers.boost_optimizer import build_optimizer_chain
 
 K = 4  # micro-batches per update

@@ -14,8 +14,8 @@ import keras_boost as boost
 from conftest import dense_graph
 from conftest import regression_data
 from conftest import to_numpy
-from keras_boost.optimizers.adasum import adasum_status
-from keras_boost.optimizers.adasum import replica_plan
+from keras_boost.algorithms.adasum import adasum_status
+from keras_boost.algorithms.adasum import replica_plan
 
 O2_NO_SURGERY = {"boost": {"mode": "manual", "less_bn": False, "grad_freeze": False, "adasum": True}}
 
@@ -141,7 +141,7 @@ def test_o2_boost_model_trains_on_one_replica_and_reports_why_adasum_is_idle():
 
 
 def test_bytes_sent_per_replica_cost_models():
-    from keras_boost.optimizers.adasum import bytes_sent_per_replica
+    from keras_boost.algorithms.adasum import bytes_sent_per_replica
 
     values = 100_000
     for n in (2, 4, 8):

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
-from keras_boost.ops.adasum import group_mean
+from keras_boost.algorithms.adasum import group_mean
 
 from adasum_reference import np_adasum
 from adasum_reference import np_tree
@@ -171,7 +171,7 @@ def test_bad_input():
 @pytest.mark.parametrize("norm_bound", [False, True])
 @pytest.mark.parametrize("n", [1, 2, 4, 8])
 def test_halving_doubling_equals_the_tree_per_tensor(n, norm_bound):
-    from keras_boost.ops.adasum import simulate_halving_doubling
+    from keras_boost.algorithms.adasum import simulate_halving_doubling
 
     # Three tensors of 3, 5 and 8 values, padded to a multiple of n; one
     # replica's gradient is zero (it must contribute nothing).
@@ -192,8 +192,8 @@ def test_halving_doubling_equals_the_tree_per_tensor(n, norm_bound):
 
 
 def test_halving_doubling_pieces():
-    from keras_boost.ops.adasum import bit_reversed
-    from keras_boost.ops.adasum import halving_levels
+    from keras_boost.algorithms.adasum import bit_reversed
+    from keras_boost.algorithms.adasum import halving_levels
 
     assert [halving_levels(n) for n in (1, 2, 4, 8, 16)] == [0, 1, 2, 3, 4]
     assert [bit_reversed(r, 3) for r in range(8)] == [0, 4, 2, 6, 1, 5, 3, 7]

@@ -3,7 +3,10 @@
 - the import graph has no cycles, lazy (function-level) imports included;
 - only `keras_boost/backend/` imports TensorFlow, JAX or PyTorch;
 - an algorithm package (`keras_boost/algorithms/<name>/`) is reached only
-  through its `__init__` from outside it (the old-path shims are listed);
+  through its `__init__` from outside it;
+- no module outside `algorithms/` only re-exports unless it is a package
+  `__init__` (a public namespace such as `keras_boost.layers`): the old
+  module paths' shims are gone;
 - `model.py` and `backend/` name no algorithm in their code;
 - only `keras_boost/keras_private.py` imports `keras.src`;
 - every public module says what it exports (`__all__`).
@@ -18,13 +21,13 @@ import keras_boost
 PACKAGE = pathlib.Path(keras_boost.__file__).parent
 
 
-def module_name(path):
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+def module_name(path, package=PACKAGE):
+    parts = path.relative_to(package.parent).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def import_graph():
-    modules = {module_name(p): p for p in PACKAGE.rglob("*.py")}
+def import_graph(package=PACKAGE):
+    modules = {module_name(p, package): p for p in package.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
         edges = set()
@@ -38,9 +41,12 @@ def import_graph():
             else:
                 continue
             edges.update(t for t in targets if t in modules and t != name)
-        # A package's __init__ importing its own modules is how packages
-        # export names; the reverse (a module importing its package) is not.
-        graph[name] = {t for t in edges if not (name == t.rsplit(".", 1)[0] or t == "keras_boost")}
+        # Every edge counts, a package's `__init__` importing its own modules
+        # included: leaving those out hid the circle accumulation ->
+        # batch_size -> accumulation, which ran through both `__init__`s.
+        # Only `keras_boost` itself is left out: importing it is importing the
+        # whole public API, which no module does at import time.
+        graph[name] = {t for t in edges if t != "keras_boost"}
     return graph
 
 
@@ -79,6 +85,22 @@ def test_cycle_finder_finds_a_cycle():
     assert find_cycle({"a": {"b"}, "b": set()}) is None
 
 
+def test_import_graph_sees_a_circle_through_package_inits(tmp_path):
+    # The shape accumulation <-> batch_size had: each package's `__init__`
+    # imports its own module, which imports the other package (one lazily).
+    files = {
+        "pkg/__init__.py": "",
+        "pkg/a/__init__.py": "from pkg.a.opt import Opt\n",
+        "pkg/a/opt.py": "from pkg.b import norm\n",
+        "pkg/b/__init__.py": "from pkg.b.callback import norm\n",
+        "pkg/b/callback.py": "def norm():\n    from pkg.a import Opt\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert find_cycle(import_graph(tmp_path / "pkg")) == ["pkg.a", "pkg.a.opt", "pkg.b", "pkg.b.callback", "pkg.a"]
+
+
 def test_only_the_backend_seams_import_a_backend_framework():
     allowed_prefix = "keras_boost.backend."
     offenders = []
@@ -111,14 +133,6 @@ def package_exports(name):
         if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
             return set(ast.literal_eval(node.value))
     return set()
-
-
-# Old module paths kept as re-export shims of one module of an algorithm
-# package (the module's constants, which the package does not re-export).
-PATH_SHIMS = {
-    ("keras_boost.surgery.patterns", "keras_boost.algorithms.less_bn.patterns"),
-    ("keras_boost.ops.sparsity", "keras_boost.algorithms.pruning.sparsity"),
-}
 
 
 def imported_modules(tree):
@@ -155,14 +169,48 @@ def algorithm_path_imports():
 
 
 def test_algorithm_packages_are_reached_through_their_init():
-    found = algorithm_path_imports()
-    assert found - PATH_SHIMS == set()
-    assert PATH_SHIMS <= found  # no stale entry: each listed shim is still there
+    assert algorithm_path_imports() == set()
 
 
 def test_every_algorithm_package_exports_its_names():
     for name in algorithm_packages():
         assert package_exports(name), f"keras_boost/algorithms/{name}/__init__.py has no __all__"
+
+
+# --- no re-export shim outside a package __init__ ---------------------------
+
+def only_reexports(tree):
+    """Whether a module's body is a docstring, imports and `__all__`, and nothing else."""
+    def reexport_part(node):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            return True
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+            return True
+        return isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]
+
+    return any(isinstance(n, ast.ImportFrom) for n in tree.body) and all(reexport_part(n) for n in tree.body)
+
+
+def reexport_shims(package=PACKAGE):
+    """Modules outside `algorithms/` that only re-export and are not a package `__init__`."""
+    return sorted(
+        module_name(path, package) for path in package.rglob("*.py")
+        if path.name != "__init__.py" and "algorithms" not in path.relative_to(package).parts
+        and only_reexports(ast.parse(path.read_text()))
+    )
+
+
+def test_no_reexport_shim_outside_a_package_init():
+    assert reexport_shims() == []
+
+
+def test_reexport_shim_finder_finds_a_shim(tmp_path):
+    (tmp_path / "pkg" / "layers").mkdir(parents=True)
+    (tmp_path / "pkg" / "layers" / "__init__.py").write_text("from pkg.algorithms.x import Dense\n")
+    (tmp_path / "pkg" / "layers" / "dense.py").write_text(
+        '"""Old path."""\n\nfrom pkg.algorithms.x import Dense  # noqa: F401\n\n__all__ = ["Dense"]\n')
+    (tmp_path / "pkg" / "saving.py").write_text("import keras\n\n\ndef register():\n    return keras\n")
+    assert reexport_shims(tmp_path / "pkg") == ["pkg.layers.dense"]
 
 
 # --- model.py and backend/ name no algorithm ---------------------------------

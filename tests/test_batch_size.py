@@ -9,9 +9,9 @@ import pytest
 import keras_boost as boost
 from conftest import dense_graph
 from conftest import regression_data
-from keras_boost.callbacks.batch_size import NoiseScale
-from keras_boost.callbacks.batch_size import lr_factor
-from keras_boost.callbacks.batch_size import simple_noise_scale
+from keras_boost.algorithms.batch_size import NoiseScale
+from keras_boost.algorithms.batch_size import lr_factor
+from keras_boost.algorithms.batch_size import simple_noise_scale
 
 B = 8  # micro-batch; 64 samples -> 8 micro-batches per epoch
 

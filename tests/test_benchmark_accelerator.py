@@ -1,4 +1,4 @@
-"""benchmarks/accelerator.py: the accelerator check, in its CPU smoke mode.
+"""benchmarks/accelerator/: the accelerator check, in its CPU smoke mode.
 
 The check itself runs on a lent GPU (`bash benchmarks/accelerator.sh`); here
 its `--smoke` mode runs on the current backend inside a small budget, and
@@ -14,7 +14,16 @@ import time
 
 import pytest
 
-from benchmarks import accelerator
+from benchmarks.accelerator.backends import failed
+from benchmarks.accelerator.budget import BUDGET_EXIT
+from benchmarks.accelerator.budget import Budget
+from benchmarks.accelerator.budget import stop
+from benchmarks.accelerator.cli import main
+from benchmarks.accelerator.options import MODELS
+from benchmarks.accelerator.options import PRECISIONS
+from benchmarks.accelerator.options import VARIANTS
+from benchmarks.accelerator.report import journal_entry
+from benchmarks.accelerator.report import report
 
 ROOT = pathlib.Path(__file__).parents[1]
 STEP_FIELDS = ("plain_ms", "O1_ms", "speedup")
@@ -46,11 +55,11 @@ def check_result(result, workloads, precisions, budget):
                 for field in STEP_FIELDS:
                     spread = record[field]
                     assert 0 < spread["min"] <= spread["median"] <= spread["max"], (key, field, spread)
-                for model in accelerator.MODELS:
+                for model in MODELS:
                     assert isinstance(record["models"][model]["jit_compile"], bool)
                     assert record["models"][model]["warmup_seconds"] > 0
             else:
-                assert set(record["runs"]) == set(accelerator.VARIANTS)
+                assert set(record["runs"]) == set(VARIANTS)
                 assert record["train_time_ratio"] > 0
                 assert record["speedup_to_common"] is None or record["speedup_to_common"] > 0
     return measured
@@ -71,11 +80,11 @@ def test_smoke_run_accounts_for_every_workload_and_precision(tmp_path):
     )
     seconds = time.monotonic() - start
     # 0: finished inside the budget; 3: the watchdog ended it at the deadline.
-    assert proc.returncode in (0, accelerator.BUDGET_EXIT), proc.stderr[-4000:]
+    assert proc.returncode in (0, BUDGET_EXIT), proc.stderr[-4000:]
     assert seconds < budget + 15, seconds
     (path,) = tmp_path.glob("accelerator_*.json")
     result = json.loads(path.read_text())
-    assert check_result(result, workloads, list(accelerator.PRECISIONS), budget) >= 1, proc.stdout[-4000:]
+    assert check_result(result, workloads, list(PRECISIONS), budget) >= 1, proc.stdout[-4000:]
     assert "| workload | precision |" in proc.stdout
     if proc.returncode == 0:
         assert "accelerator check" in (tmp_path / "journal.md").read_text()
@@ -86,7 +95,7 @@ def test_smoke_run_accounts_for_every_workload_and_precision(tmp_path):
 def test_stop_marks_the_cut_unit_and_every_unit_not_started():
     plan = [("step_time", "a", "float32"), ("step_time", "b", "float32"), ("time_to_accuracy", "a", "float32")]
     result = {"step_time": [{"workload": "a", "precision": "float32", "speedup": {}}], "time_to_accuracy": []}
-    accelerator.stop(result, plan, "the 10 s budget ran out", current=("step_time", "b", "float32"))
+    stop(result, plan, "the 10 s budget ran out", current=("step_time", "b", "float32"))
     assert result["budget"]["stopped"] == "the 10 s budget ran out"
     assert result["step_time"][0] == {"workload": "a", "precision": "float32", "speedup": {}}
     assert result["step_time"][1]["skipped"] == "the 10 s budget ran out"
@@ -94,7 +103,7 @@ def test_stop_marks_the_cut_unit_and_every_unit_not_started():
 
 
 def test_budget_allows_only_what_is_left():
-    budget = accelerator.Budget(100, started=time.monotonic())
+    budget = Budget(100, started=time.monotonic())
     assert budget.allows(50) and not budget.allows(150)
     assert 99 < budget.left() <= 100
 
@@ -114,17 +123,17 @@ def test_report_and_journal_need_no_keras_objects():
         ],
         "time_to_accuracy": [],
     }
-    text = accelerator.report(result)
+    text = report(result)
     assert "| applications | float32 | 5.00 | 4.00 | 1.250 [1.200, 1.300] | True/True |" in text
     assert "- step time transformer float32: budget: 3 s left" in text
-    entry = accelerator.journal_entry([result, accelerator._failed("torch", "no module named torch")], "cmd")
+    entry = journal_entry([result, failed("torch", "no module named torch")], "cmd")
     assert entry.startswith("## 2026-12-04 14:00-14:07 UTC: accelerator check, plain Keras against O1 (NVIDIA H200)")
     assert "Failed: no module named torch" in entry
 
 
 def test_the_script_has_help_and_a_readme_entry(capsys):
     with pytest.raises(SystemExit) as exit_:
-        accelerator.main(["--help"])
+        main(["--help"])
     assert exit_.value.code == 0 and "usage: python -m benchmarks.accelerator" in capsys.readouterr().out
     readme = (ROOT / "benchmarks" / "README.md").read_text()
     assert "python -m benchmarks.accelerator" in readme and "bash benchmarks/accelerator.sh" in readme
@@ -132,5 +141,5 @@ def test_the_script_has_help_and_a_readme_entry(capsys):
 
 def test_several_backends_need_an_output_per_backend(capsys):
     with pytest.raises(SystemExit):
-        accelerator.main(["--backends", "jax,torch", "--output", "one.json"])
+        main(["--backends", "jax,torch", "--output", "one.json"])
     assert "--output must hold {backend}" in capsys.readouterr().err

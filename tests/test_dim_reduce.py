@@ -15,8 +15,8 @@ from keras_boost import backend as kb_backend
 from conftest import to_numpy
 from keras_boost.atomic_write import atomic_write
 from keras_boost.bench.workloads import mnist_data
-from keras_boost.optimizers.dim_reduce import load_basis
-from keras_boost.optimizers.dim_reduce import wait_for_basis
+from keras_boost.algorithms.dim_reduce import load_basis
+from keras_boost.algorithms.dim_reduce import wait_for_basis
 
 RHO, GAMMA, ALPHA, SIGMA = 0.55, 0.9, 0.01, 0.4
 

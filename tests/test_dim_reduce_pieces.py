@@ -14,8 +14,8 @@ import pytest
 import keras_boost as boost
 from conftest import dense_graph
 from conftest import regression_data
-from keras_boost.ops import dim_reduce as dr
-from keras_boost.ops.pca import trajectory_pca
+from keras_boost.algorithms import dim_reduce as dr
+from keras_boost.algorithms.dim_reduce import trajectory_pca
 
 
 def np_(x):

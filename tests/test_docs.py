@@ -58,8 +58,8 @@ def public_modules():
 def resolve(path):
     """The object a `::: path` line renders: the parent's attribute, else the module.
 
-    The attribute comes first because a name can be both: `keras_boost.surgery.fuse_batch_norm`
-    is the function users call and an old module path kept as a shim.
+    The attribute comes first because a package may bind a name to a module it does not hold
+    (`keras_boost.surgery.patterns` is `keras_boost.algorithms.less_bn.patterns`).
     """
     module_name, _, name = path.rpartition(".")
     parent = importlib.import_module(module_name)

@@ -10,7 +10,7 @@ import keras_boost as boost
 from conftest import regression_data
 from conftest import to_numpy
 from keras_boost.errors import NoEffectWarning
-from keras_boost.ops import freeze_schedule as fs
+from keras_boost.algorithms import freezing as fs
 
 # --- schedules (pure NumPy) ---------------------------------------------------
 
@@ -227,7 +227,7 @@ def test_boost_model_with_a_plain_optimizer_follows_the_freeze_schedule():
     x, y = regression_data(n=8)
     depths = [model.train_on_batch(x, y, return_dict=True)["freeze_depth"] for _ in range(12)]
     # The reference: MindSpore's rule with the same seed, computed on its own.
-    expected = boost.ops.freeze_schedule.generate_freeze_index_sequence(
+    expected = fs.generate_freeze_index_sequence(
         5, 1, 0.7, 40, np.random.default_rng(3))[:12]
     assert depths == expected
     assert any(d > 0 for d in depths)

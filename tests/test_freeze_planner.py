@@ -11,10 +11,10 @@ import pytest
 import keras_boost as boost
 from conftest import regression_data
 from keras_boost.algorithms.freezing import FreezingStep
-from keras_boost.freeze_planner import DepthPlanner
-from keras_boost.freeze_planner import FreezeDecision
-from keras_boost.freeze_planner import TIMED_CALLS
-from keras_boost.freeze_planner import best_plan_saving
+from keras_boost.algorithms.freezing import DepthPlanner
+from keras_boost.algorithms.freezing import FreezeDecision
+from keras_boost.algorithms.freezing import TIMED_CALLS
+from keras_boost.algorithms.freezing import best_plan_saving
 
 SUFFIXES = [[0, 1, 2, 3], [1, 2, 3], [2, 3], [3]]
 

@@ -921,6 +921,44 @@ def test_boost_model_keeps_its_class_and_level():
     assert new.less_bn_report.num_removed == 5
 
 
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_from_model_reports_on_a_model_without_batch_norm(level):
+    # The README's `print(model.less_bn_report)` answers on every O1/O2 model,
+    # also where LessBN had nothing to remove.
+    model = keras.Model(*dense_graph(batch_norm=False), name="mlp")
+    boosted = boost.BoostModel.from_model(model, boost_level=level)
+    report = boosted.less_bn_report
+    assert (report.num_removed, report.num_bn, report.head) == (0, 0, None)
+    assert report.unchanged == "it has no BatchNormalization layer"
+    assert str(report) == "LessBN on 'mlp': nothing removed: it has no BatchNormalization layer."
+    assert "unchanged='it has no BatchNormalization layer'" in repr(report)
+
+
+def test_from_model_reports_why_batch_norms_in_no_pattern_stay():
+    model = keras.Model(*dense_graph(), name="mlp")
+    report = boost.BoostModel.from_model(model, boost_level="O1").less_bn_report
+    assert report.removed == () and report.kept == ("bn",)
+    assert str(report).startswith("LessBN on 'mlp': nothing removed: none of its 1 BatchNormalization layers is in")
+
+
+def test_from_model_reports_a_subclassed_model_unchanged():
+    model = Subclassed()
+    model(np.zeros((1, 8, 8, 3), "float32"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", boost.NoEffectWarning)
+        boosted = boost.BoostModel.from_model(model, boost_level="O1")
+    report = boosted.less_bn_report
+    assert report.num_removed == 0 and report.num_bn == 1
+    assert report.unchanged.startswith("it is a subclassed model")
+
+
+@pytest.mark.parametrize("level, config", [("O0", None), ("O1", {"boost": {"mode": "manual", "less_bn": False}})])
+def test_from_model_report_is_none_with_less_bn_off(level, config):
+    boosted = boost.BoostModel.from_model(residual_cnn(seed=0), boost_level=level, boost_config_dict=config)
+    assert boosted.less_bn_report is None
+    assert all(isinstance(l, keras.layers.BatchNormalization) for l in boosted.layers if "bn" in l.name)
+
+
 def test_a_level_on_a_model_without_batch_norm_is_quiet_the_manual_switch_warns():
     # O1 turned LessBN on, not the user: the report and the summary line say
     # that nothing was removed; a user who asked for LessBN by name is warned.

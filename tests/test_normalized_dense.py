@@ -10,8 +10,8 @@ import pytest
 
 import keras_boost as boost
 from keras_boost.layers import NormalizedDense
-from keras_boost.layers.normalized_dense import adacos_scale
-from keras_boost.layers.normalized_dense import matched_scale
+from keras_boost.algorithms.less_bn import adacos_scale
+from keras_boost.algorithms.less_bn import matched_scale
 
 
 def numpy_fn(x, w, s, eps=1e-4):

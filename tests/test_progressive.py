@@ -5,11 +5,12 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
+from keras_boost.algorithms.curriculum import anneal_weight
+from keras_boost.algorithms.curriculum import curriculum_probabilities
+from keras_boost.algorithms.progressive_resizing import find_resize_layers
+from keras_boost.algorithms.progressive_resizing import resize_scale
+from keras_boost.algorithms.progressive_resizing import scheduled_size
 from keras_boost.durations import parse_duration
-from keras_boost.progressive_schedule import anneal_weight
-from keras_boost.progressive_schedule import curriculum_probabilities
-from keras_boost.progressive_schedule import resize_scale
-from keras_boost.progressive_schedule import scheduled_size
 
 
 # --- durations ---------------------------------------------------------------
@@ -142,7 +143,7 @@ def test_progressive_resizing_names_a_first_size_the_network_cannot_train_at():
         model.fit(np.ones((8, 16, 16, 1)), np.zeros((8, 2)), batch_size=4, verbose=0, callbacks=[resizing])
     for got, want in zip(model.get_weights(), weights):  # the BN statistics included
         np.testing.assert_array_equal(got, want)
-    layer = boost.callbacks.progressive.find_resize_layers(model)[0]
+    layer = find_resize_layers(model)[0]
     assert layer.scale == 1.0 and layer.traced_sizes == []
     # The size the error names trains.
     history = model.fit(np.ones((8, 16, 16, 1)), np.zeros((8, 2)), batch_size=4, verbose=0,
@@ -231,7 +232,7 @@ def test_model_sees_scheduled_sizes_compiled(mode):
     model.evaluate(x, y, batch_size=32, verbose=0)
     model.predict(x[:4], verbose=0)
     assert probe.seen and all(h == 28 and not training for training, h, _ in probe.seen)
-    layer = boost.callbacks.progressive.find_resize_layers(model)[0]
+    layer = find_resize_layers(model)[0]
     assert layer.scale == 1.0
 
 

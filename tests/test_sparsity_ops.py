@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_boost.ops import sparsity
-from keras_boost.ops.fake_quant import abs_max_dequantized
-from keras_boost.ops.fake_quant import fake_quantize
+from keras_boost.algorithms.pruning import sparsity
+from keras_boost.algorithms.quantization import abs_max_dequantized
+from keras_boost.algorithms.quantization import fake_quantize
 
 
 def numpy_schedule(t, s_i, s_f, t0, end, power=3):

@@ -18,7 +18,7 @@ import pytest
 import keras_boost as boost
 from keras_boost.graph import topological_nodes
 from keras_boost.surgery import fuse_batch_norm
-from keras_boost.surgery.rebuild import rebuild
+from keras_boost.graph import rebuild
 
 pytestmark = pytest.mark.filterwarnings("ignore:.*does not support masking:UserWarning")
 

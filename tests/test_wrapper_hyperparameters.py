@@ -10,7 +10,7 @@ import keras_boost as boost
 from conftest import dense_graph
 from conftest import regression_data
 from conftest import to_numpy
-from keras_boost.optimizers.base import HYPERPARAMETERS
+from keras_boost.algorithms.optimizer_wrapper import HYPERPARAMETERS
 
 # On this model nothing of the wrappers acts (no kernel has a multiple of 16
 # input channels, one freeze group, one replica), so each one trains like the

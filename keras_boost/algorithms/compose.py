@@ -36,6 +36,7 @@ from keras_boost.algorithms.precision import model_policies
 from keras_boost.algorithms.less_bn import find_less_bn
 from keras_boost.algorithms.less_bn import patterns_without
 from keras_boost.algorithms.less_bn import REPORT_ATTR
+from keras_boost.algorithms.less_bn import unchanged_report
 from keras_boost.algorithms.prefix_cache import fit_with_level_cache
 
 __all__ = ["carry_surgery_report", "choice_from_config", "model_loss_scale", "prepare_compile", "run_fit",
@@ -110,9 +111,18 @@ def warn_unapplied(model, stacklevel):
 
 
 def carry_surgery_report(source, boosted):
-    """Keeps on `boosted` what the surgery did to `source`, for the summary."""
-    if getattr(source, REPORT_ATTR, None) is not None:
-        setattr(boosted, REPORT_ATTR, getattr(source, REPORT_ATTR))
+    """Sets `boosted.less_bn_report`: what LessBN did to `source`, the model
+    `boosted` was built from.
+
+    The report of the surgery when LessBN changed `source`; an empty report
+    saying why nothing was removed (`LessBNReport.unchanged`) when LessBN
+    was on and left it as it was; None when LessBN is off (O0, or
+    `{"boost": {"mode": "manual", "less_bn": false}}`).
+    """
+    report = getattr(source, REPORT_ATTR, None)
+    if report is None and boosted.boost_config["boost"]["less_bn"]:
+        report = unchanged_report(source, boosted.boost_config["less_bn"])
+    setattr(boosted, REPORT_ATTR, report)
 
 
 def choice_from_config(choice):
@@ -172,7 +182,7 @@ def _surgery_phrase(model):
     layers = keras_private.flatten_layers(model)
     fused = sum(isinstance(layer, FusedBatchNormalization) for layer in layers)
     phrases = []
-    if report is not None:
+    if report is not None and not report.unchanged:
         done = [f"removed {report.num_removed} of {report.num_bn} BatchNormalization"] if report.num_bn else []
         done += ["NormalizedDense head"] if report.head else []
         phrases.append("LessBN " + (", ".join(done) or "changed nothing"))

@@ -2,7 +2,7 @@
 
 `tf.distribute`'s replica context offers collectives over *all* replicas
 only (`all_reduce`, `all_gather`), which give every replica the same
-result. AdaSum's halving/doubling exchange (`keras_boost.ops.adasum`) needs
+result. AdaSum's halving/doubling exchange (`keras_boost.algorithms.adasum`) needs
 two more: swapping a tensor with one partner, and summing over a block of
 2**l replicas. Both are TensorFlow's collective ops (the ones the strategies
 themselves use) on groups of our own:

@@ -19,13 +19,6 @@ from keras_boost.algorithms.dim_reduce import WeightTrajectory
 from keras_boost.algorithms.dim_reduce import load_trajectory
 from keras_boost.algorithms.progressive_resizing import ProgressiveResizing
 
-# The old modules stay attributes of this package, as before the algorithms
-# moved (`boost.callbacks.progressive.find_resize_layers`).
-from keras_boost.callbacks import batch_size  # noqa: F401
-from keras_boost.callbacks import curriculum  # noqa: F401
-from keras_boost.callbacks import progressive  # noqa: F401
-from keras_boost.callbacks import weight_trajectory  # noqa: F401
-
 __all__ = [
     "AdaptiveBatchSize",
     "CurriculumCallback",

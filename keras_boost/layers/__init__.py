@@ -18,11 +18,4 @@ from keras_boost.algorithms.less_bn import NormalizedDense
 from keras_boost.algorithms.loss_scaling import GroupLossScaleManager
 from keras_boost.algorithms.progressive_resizing import ProgressiveResize
 
-# The old modules stay attributes of this package, as before the algorithms
-# moved (`boost.layers.normalized_dense.matched_scale`).
-from keras_boost.layers import fused_batch_norm  # noqa: F401
-from keras_boost.layers import group_loss_scale  # noqa: F401
-from keras_boost.layers import normalized_dense  # noqa: F401
-from keras_boost.layers import progressive_resize  # noqa: F401
-
 __all__ = ["FusedBatchNormalization", "GroupLossScaleManager", "NormalizedDense", "ProgressiveResize"]

@@ -35,19 +35,6 @@ from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 from keras_boost.algorithms.status import AlgorithmStatus
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 
-# The old modules stay attributes of this package, as before the algorithms
-# moved (`boost.optimizers.freeze.FreezeOptimizer`).
-from keras_boost.optimizers import accumulation  # noqa: F401
-from keras_boost.optimizers import adaptive  # noqa: F401
-from keras_boost.optimizers import adasum  # noqa: F401
-from keras_boost.optimizers import base  # noqa: F401
-from keras_boost.optimizers import centralization  # noqa: F401
-from keras_boost.optimizers import compressed  # noqa: F401
-from keras_boost.optimizers import dim_reduce  # noqa: F401
-from keras_boost.optimizers import dynamic_loss_scale  # noqa: F401
-from keras_boost.optimizers import freeze  # noqa: F401
-from keras_boost.optimizers import replica_combiner  # noqa: F401
-
 __all__ = [
     "LARS",
     "AdaBelief",

@@ -9,6 +9,7 @@ import keras
 from keras_boost import config as config_lib
 from keras_boost.algorithms.accumulation import GradientAccumulation
 from keras_boost.algorithms.adasum import AdaSum
+from keras_boost.algorithms.centralization import GradientCentralization
 from keras_boost.algorithms.dim_reduce import DimReduce
 from keras_boost.algorithms.freezing import FreezeOptimizer
 from keras_boost.algorithms.loss_scaling import DynamicLossScale
@@ -16,7 +17,6 @@ from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import find_in_chain
 from keras_boost.errors import NoEffectWarning
-from keras_boost.optimizers.centralization import GradientCentralization
 from keras_boost.validation import check_optimizer
 
 __all__ = ["BoostOptimizer", "build_optimizer_chain", "chain_for_model"]

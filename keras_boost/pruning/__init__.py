@@ -1,7 +1,6 @@
 """Training-time magnitude pruning, under the path users know.
 
-The code lives in `keras_boost.algorithms.pruning`; `keras_boost.pruning.prune`
-still imports.
+The code lives in `keras_boost.algorithms.pruning`.
 
 Example:
 
@@ -22,10 +21,6 @@ from keras_boost.algorithms.pruning import kernel_variable
 from keras_boost.algorithms.pruning import prune_low_magnitude
 from keras_boost.algorithms.pruning import sparsity_report
 from keras_boost.algorithms.pruning import strip
-
-# The old modules stay attributes of this package, as before the algorithms
-# moved (`boost.pruning.prune.strip`).
-from keras_boost.pruning import prune  # noqa: F401
 
 __all__ = [
     "PolynomialDecay",

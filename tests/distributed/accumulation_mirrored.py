@@ -60,6 +60,7 @@ tf.config.set_logical_device_configuration(
 import keras  # noqa: E402
 
 import keras_boost as boost  # noqa: E402
+from keras_boost.algorithms.accumulation import find_gradient_accumulation  # noqa: E402
 
 DEVICES = [f"/CPU:{i}" for i in range(N_REPLICAS)]
 ACCUMULATE = {
@@ -228,7 +229,7 @@ def main(out_dir):
         bopt = boost.wrap(sgd(), "O0", ACCUMULATE)
         bmodel.compile(optimizer=bopt, loss="mse")
         bopt.build(bmodel.trainable_variables)
-        ga = boost.optimizers.accumulation.find_gradient_accumulation(bopt)
+        ga = find_gradient_accumulation(bopt)
         install_counters(ga.inner_optimizer)
     hist = bmodel.fit(dataset(x1, y1, MICRO), epochs=2, verbose=0)
     report["boost_iterations"] = int(bopt.iterations.numpy())

@@ -25,7 +25,7 @@ tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConf
 import keras  # noqa: E402
 
 import keras_boost as boost  # noqa: E402
-from keras_boost.optimizers.compressed import wire_bytes  # noqa: E402
+from keras_boost.algorithms.compressed_all_reduce import wire_bytes  # noqa: E402
 
 PER_REPLICA = 6
 LR = 0.1

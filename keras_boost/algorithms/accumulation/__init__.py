@@ -3,7 +3,10 @@
 `GradientAccumulation` sums the gradients of `max_accumulation_step`
 micro-steps and applies their mean once, so a small batch trains like a k
 times bigger one; `FlushGradientAccumulation` applies a partial window at
-the end of an epoch.
+the end of an epoch. With `measure_gradient_norms=True` each window also
+yields the two squared gradient norms (`squared_global_norm`,
+`window_gradient_norms`) that `keras_boost.algorithms.batch_size` turns into
+the gradient noise scale.
 
 Example:
 
@@ -15,8 +18,16 @@ model.compile(optimizer=optimizer, loss="mse")
 The method card: `docs/methods/grad_accumulation.md`.
 """
 
+from keras_boost.algorithms.accumulation.gradient_norms import squared_global_norm
+from keras_boost.algorithms.accumulation.gradient_norms import window_gradient_norms
 from keras_boost.algorithms.accumulation.optimizer import FlushGradientAccumulation
 from keras_boost.algorithms.accumulation.optimizer import GradientAccumulation
 from keras_boost.algorithms.accumulation.optimizer import find_gradient_accumulation
 
-__all__ = ["FlushGradientAccumulation", "GradientAccumulation", "find_gradient_accumulation"]
+__all__ = [
+    "FlushGradientAccumulation",
+    "GradientAccumulation",
+    "find_gradient_accumulation",
+    "squared_global_norm",
+    "window_gradient_norms",
+]

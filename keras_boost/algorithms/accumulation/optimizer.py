@@ -34,8 +34,8 @@ from keras import ops
 
 from keras_boost import keras_private
 from keras_boost import backend as kb_backend
-from keras_boost.algorithms.batch_size import squared_global_norm
-from keras_boost.algorithms.batch_size import window_gradient_norms
+from keras_boost.algorithms.accumulation.gradient_norms import squared_global_norm
+from keras_boost.algorithms.accumulation.gradient_norms import window_gradient_norms
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import find_in_chain
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
@@ -155,7 +155,7 @@ class GradientAccumulation(OptimizerWrapper):
     `sq_norm_small`, the mean over the k micro-batches of their squared norms
     (batch b), and `sq_norm_big`, the squared norm of the window's mean
     gradient (batch k * b): the inputs of
-    `boost.callbacks.batch_size.simple_noise_scale`. A window with k = 1, or
+    `keras_boost.algorithms.batch_size.simple_noise_scale`. A window with k = 1, or
     one that started before the flag was switched on, records nothing. Off
     (the default), nothing is computed; the six scalar state variables exist
     either way, so the flag can be switched later (it is read when the train

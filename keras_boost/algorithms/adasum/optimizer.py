@@ -2,7 +2,7 @@
 
 Data-parallel training sums (averages) the replicas' gradients. AdaSum
 (Maleki et al., MLSys 2021) combines them per variable with
-`keras_boost.ops.adasum` over a binary tree of replicas instead: orthogonal
+`keras_boost.algorithms.adasum` over a binary tree of replicas instead: orthogonal
 updates add, parallel ones average, so a large global batch keeps the
 progress of its parts. Level O2 switches it on.
 
@@ -17,7 +17,7 @@ optimizer, in replica context:
    one bucket by default) in one of two ways (`exchange_pattern()`):
    - for 2**k replicas under Mirrored / MultiWorkerMirrored (not
      hierarchical): Horovod's halving/doubling exchange
-     (`keras_boost.ops.adasum.halving_doubling`; pair and block collectives
+     (`keras_boost.algorithms.adasum.halving_doubling`; pair and block collectives
      in `keras_boost.backend.tensorflow_collectives`): each level swaps
      halves with a partner and combines them, the last gathers the pieces.
      Every replica sends about S (its S gradient values once) and receives
@@ -351,7 +351,7 @@ class AdaSum(ReplicaCombiner):
 
     def _halving_doubling(self, flat, sizes, rank):
         """AdaSum of `flat` (one bucket, per-tensor `sizes`) by the
-        halving/doubling exchange (`keras_boost.ops.adasum`)."""
+        halving/doubling exchange (`keras_boost.algorithms.adasum`)."""
         seam = kb_backend.current()
         replicas, _, _ = self.layout()
         levels = halving_levels(replicas)

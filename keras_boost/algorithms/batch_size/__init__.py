@@ -3,8 +3,8 @@
 `AdaptiveBatchSize` raises the accumulation step of the model's
 `GradientAccumulation` (the effective batch) on a schedule, or when the
 measured gradient noise scale (`NoiseScale`, `simple_noise_scale`:
-McCandlish et al. 2018, from the window norms `squared_global_norm` /
-`window_gradient_norms`) says a bigger batch would not waste samples, and
+McCandlish et al. 2018, from the window norms that
+`keras_boost.algorithms.accumulation` measures) says a bigger batch would not waste samples, and
 rescales the learning rate (`lr_factor`).
 
 Example:
@@ -21,10 +21,6 @@ model.fit(x, y, batch_size=32, epochs=8, callbacks=[grow])
 The method card: `docs/methods/grad_accumulation.md` (its adaptive batch size section).
 """
 
-# noise_scale first: the accumulation package, which the callback reaches,
-# imports this package's noise-scale math.
-from keras_boost.algorithms.batch_size.noise_scale import squared_global_norm
-from keras_boost.algorithms.batch_size.noise_scale import window_gradient_norms
 from keras_boost.algorithms.batch_size.callback import LR_RULES
 from keras_boost.algorithms.batch_size.callback import AdaptiveBatchSize
 from keras_boost.algorithms.batch_size.callback import NoiseScale
@@ -37,6 +33,4 @@ __all__ = [
     "NoiseScale",
     "lr_factor",
     "simple_noise_scale",
-    "squared_global_norm",
-    "window_gradient_norms",
 ]

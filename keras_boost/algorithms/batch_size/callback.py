@@ -34,6 +34,7 @@ import numpy as np
 from keras import ops
 
 from keras_boost import keras_private
+from keras_boost.algorithms.accumulation import find_gradient_accumulation
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 from keras_boost.durations import parse_duration
 
@@ -323,10 +324,6 @@ class AdaptiveBatchSize(keras.callbacks.Callback):
     # --- helpers -------------------------------------------------------------
 
     def _optimizer(self, model):
-        # Imported here: the accumulation package imports this package's
-        # noise-scale math.
-        from keras_boost.algorithms.accumulation import find_gradient_accumulation
-
         opt = find_gradient_accumulation(model.optimizer)
         if opt is None:
             raise ValueError(

@@ -1,0 +1,5 @@
+"""`python -m benchmarks.accelerator`."""
+
+from benchmarks.accelerator.cli import main
+
+main()

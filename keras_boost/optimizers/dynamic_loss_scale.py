@@ -1,5 +1,0 @@
-"""Moved: `DynamicLossScaleOptimizer` lives in `keras_boost.algorithms.loss_scaling` now; this path keeps old imports working."""
-
-from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer  # noqa: F401
-
-__all__ = ["DynamicLossScaleOptimizer"]
