@@ -98,6 +98,16 @@ class FreezeOptimizer(OptimizerWrapper):
         return None if self._schedule_spec is None else dict(self._schedule_spec)
 
     @property
+    def run_steps(self):
+        """The run's length in schedule steps that the user set
+        (`total_steps`), or None: `"auto"`, or the default 65536, which
+        stands for a run of unknown length (MindSpore's default table)."""
+        spec = self._schedule_spec
+        if spec is None or spec["total_steps"] in ("auto", DEFAULT_TABLE_STEPS):
+            return None
+        return spec["total_steps"]
+
+    @property
     def groups_given(self):
         """True when the groups are known (given, or fixed by a saved config)."""
         return self._group_spec is not None
