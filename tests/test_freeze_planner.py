@@ -613,3 +613,21 @@ def test_the_planner_counts_the_steps_left_in_the_configured_run(monkeypatch):
         ran += fit_logging_depths(model, epochs=1)
         assert model.freeze_planner.total_steps == 48
     assert model.freeze_planner.off_reason is None and 3 in ran
+
+
+def test_a_resumed_run_takes_up_a_half_timed_depth_without_timing_its_retrace(tmp_path, monkeypatch):
+    timings = {d: 1.0 - 0.15 * d for d in range(5)}
+    monkeypatch.setattr(FreezingStep, "clock", fake_clock(timings, trace=2.5))
+    model = resumable_model(total_steps=48)
+    fit_logging_depths(model, epochs=2)
+    assert model.freeze_planner.needs_timing(3)  # saved with depth 3 half-timed
+    before = model.freeze_planner.state()["calls"]
+    model.save(tmp_path / "m.keras")
+    restored = keras.saving.load_model(tmp_path / "m.keras")
+    ran = fit_logging_depths(restored, epochs=1)
+    after = restored.freeze_planner.state()["calls"]
+    # The saved calls are kept; of each depth's calls after the reload, the
+    # first (which traces again) is not timed as a step.
+    for depth in ("0", "3"):
+        assert after[depth][:len(before[depth])] == before[depth]
+        assert len(after[depth]) == len(before[depth]) + ran.count(int(depth)) - 1
