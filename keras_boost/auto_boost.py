@@ -43,7 +43,10 @@ class AutoBoost:
     Args:
         level: `"O0"` (nothing), `"O1"` (LessBN + gradient freezing, with
             keras_boost's fused batch norm and prefix caching) or `"O2"`
-            (O1 + AdaSum).
+            (O1 + AdaSum). The optimizer `network_auto_process_train`
+            returns is for a plain model: as with `boost.wrap`, the level's
+            gradient freezing is left out of it (a `BoostModel` built from
+            the pair puts it back).
         boost_config_dict: `None`, a dict in MindSpore's layout, or the path of
             a JSON file holding one. See `keras_boost.config.SCHEMA`.
 
@@ -294,6 +297,16 @@ def wrap(optimizer, level=None, boost_config_dict=None):
         optimizer: a `keras.optimizers.Optimizer` instance.
         level: `"O0"`, `"O1"`, `"O2"`, or None (see above).
         boost_config_dict: `None`, a dict or a JSON file path.
+
+    A level (mode `"auto"`) on a plain model leaves out gradient freezing:
+    there the model computes every gradient, so freezing through the
+    optimizer would only drop updates and save no time. `wrap(opt, "O1")`
+    thus runs gradient centralization (LessBN's `gc_flag`, on a model with
+    BatchNormalization) and `"O2"` adds AdaSum; the result's `left_out`
+    says what was left out. Freezing asked for by name
+    (`{"boost": {"mode": "manual", "grad_freeze": True}}`) runs, with a
+    `NoEffectWarning` that it saves no time. A `BoostModel` compiled with
+    the result builds the level's whole chain, freezing included.
 
     Example:
 

@@ -10,10 +10,10 @@ import pytest
 
 import keras_boost as boost
 from conftest import regression_data
-from keras_boost.algorithms.freezing import FreezingStep
+from keras_boost.algorithms.freezing import TIMED_CALLS
 from keras_boost.algorithms.freezing import DepthPlanner
 from keras_boost.algorithms.freezing import FreezeDecision
-from keras_boost.algorithms.freezing import TIMED_CALLS
+from keras_boost.algorithms.freezing import FreezingStep
 from keras_boost.algorithms.freezing import best_plan_saving
 
 SUFFIXES = [[0, 1, 2, 3], [1, 2, 3], [2, 3], [3]]
@@ -145,14 +145,32 @@ def test_the_state_repeats_the_decisions_without_timing():
     assert not any(restored.needs_timing(d) for d in range(4))
 
 
-def test_a_depth_still_being_timed_is_not_saved():
-    planner = DepthPlanner(SUFFIXES, adaptive=True)
-    planner.set_schedule([0, 3], total_steps=100_000)
+def test_a_depth_still_being_timed_is_saved_and_its_timing_taken_up():
+    def planner_for(state=None):
+        planner = DepthPlanner(SUFFIXES, adaptive=True, state=state)
+        planner.set_schedule([0, 3, 0, 1], total_steps=100_000)
+        return planner
+
+    planner = planner_for()
     assert planner.state() is None  # nothing measured yet
-    run(planner, 1 + TIMED_CALLS + 4, {0: 0.02, 3: 0.01})
-    assert 3 in planner.traced and set(planner.state()["calls"]) == {"0"}
-    restored = DepthPlanner(SUFFIXES, adaptive=True, state=planner.state())
-    assert restored.needs_timing(3) and not restored.needs_timing(0)
+    times = {0: 0.02, 1: 0.019, 3: 0.01}
+    run(planner, 1 + TIMED_CALLS + 4, times)
+    assert 3 in planner.traced and planner.needs_timing(3)  # saved mid-way through depth 3's calls
+    state = json.loads(json.dumps(planner.state()))
+    assert {"0", "3"} <= set(state["calls"])
+    restored = planner_for(state)
+    # From here on, the same timings give the same decisions, step by step.
+    later = range(1 + TIMED_CALLS + 4, 200)
+    assert [run_step(restored, s, times) for s in later] == [run_step(planner, s, times) for s in later]
+    assert restored.state() == planner.state() and restored.decision() == planner.decision()
+
+
+def run_step(planner, step, step_time, trace_time=2.0):
+    """One step of `run`; returns the depth run."""
+    depth = planner.choose(step)
+    if planner.needs_timing(depth):
+        planner.record(depth, step_time[depth] + (0.0 if planner.has_measured(depth) else trace_time))
+    return depth
 
 
 def test_pinned_depths_run_as_given_without_timing():
@@ -531,3 +549,85 @@ def test_depths_pinned_by_the_config_run_without_timing(monkeypatch):
 def test_min_run_saving_is_validated_by_the_config():
     with pytest.raises(ValueError, match=r"grad_freeze.min_run_saving must be in \[0.0, 1.0\), got 1.5"):
         boost.AutoBoost("O1", {"grad_freeze": {"min_run_saving": 1.5}})
+
+
+def fake_clock(seconds, trace):
+    """A `FreezingStep.clock`: a call of depth d takes `seconds[d]`, plus
+    `trace` on the first call of d by each part (a new process traces)."""
+    now, started, seen = [0.0], [False], set()
+
+    def clock(part):
+        started[0] = not started[0]
+        if not started[0]:  # the end of a call
+            first = (id(part), part.depth) not in seen
+            seen.add((id(part), part.depth))
+            now[0] += seconds[part.depth] + (trace if first else 0.0)
+        return now[0]
+
+    return clock
+
+
+def resumable_model(total_steps):
+    config = {"boost": {"mode": "manual", "less_bn": False},
+              "grad_freeze": {"param_groups": 5, "freeze_type": 0, "freeze_p": 0.5,
+                              "adaptive_depths": True, "total_steps": total_steps}}
+    model = boost.BoostModel(*deep_graph(), boost_level="O1", boost_config_dict=config)
+    model.compile(optimizer=keras.optimizers.SGD(0.01, momentum=0.9), loss="mse")
+    return model
+
+
+def test_resuming_repeats_the_timing_driven_decisions_exactly(tmp_path, monkeypatch):
+    # Fake timings, the same in the continuous run and before the save: a
+    # depth saves 15% of the full step per level, a trace costs 2.5 s, so
+    # freezing repays over the configured 48 steps (not over the 32 of the
+    # first fit alone). After the resume another clock, which would decide
+    # otherwise (nothing saves, traces cost 50 s), must not be consulted.
+    timings = {d: 1.0 - 0.15 * d for d in range(5)}
+    monkeypatch.setattr(FreezingStep, "clock", fake_clock(timings, trace=2.5))
+    continuous = resumable_model(total_steps=48)
+    interrupted = resumable_model(total_steps=48)
+    interrupted.set_weights(continuous.get_weights())
+    ran = fit_logging_depths(continuous, epochs=6)
+    monkeypatch.setattr(FreezingStep, "clock", fake_clock(timings, trace=2.5))
+    ran_before = fit_logging_depths(interrupted, epochs=4)
+    assert ran_before == ran[:32]
+    planner = interrupted.freeze_planner
+    assert 3 in ran and not any(planner.needs_timing(d) for d in planner.traced)  # timing over
+    interrupted.save(tmp_path / "m.keras")
+    restored = keras.saving.load_model(tmp_path / "m.keras")
+    monkeypatch.setattr(FreezingStep, "clock", fake_clock(dict.fromkeys(range(5), 1.0), trace=50.0))
+    assert fit_logging_depths(restored, epochs=2) == ran[32:]
+    assert restored.freeze_decision == continuous.freeze_decision
+    for a, b in zip(restored.get_weights(), continuous.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_the_planner_counts_the_steps_left_in_the_configured_run(monkeypatch):
+    # One epoch (8 steps) per fit, the run's length set to 48: each fit plans
+    # over the steps left in the whole run, not over its own epoch, which
+    # alone repays no trace (rule 6 would switch freezing off).
+    monkeypatch.setattr(FreezingStep, "clock", fake_clock({d: 1.0 - 0.15 * d for d in range(5)}, trace=2.5))
+    model = resumable_model(total_steps=48)
+    ran = []
+    for epoch in range(3):
+        ran += fit_logging_depths(model, epochs=1)
+        assert model.freeze_planner.total_steps == 48
+    assert model.freeze_planner.off_reason is None and 3 in ran
+
+
+def test_a_resumed_run_takes_up_a_half_timed_depth_without_timing_its_retrace(tmp_path, monkeypatch):
+    timings = {d: 1.0 - 0.15 * d for d in range(5)}
+    monkeypatch.setattr(FreezingStep, "clock", fake_clock(timings, trace=2.5))
+    model = resumable_model(total_steps=48)
+    fit_logging_depths(model, epochs=2)
+    assert model.freeze_planner.needs_timing(3)  # saved with depth 3 half-timed
+    before = model.freeze_planner.state()["calls"]
+    model.save(tmp_path / "m.keras")
+    restored = keras.saving.load_model(tmp_path / "m.keras")
+    ran = fit_logging_depths(restored, epochs=1)
+    after = restored.freeze_planner.state()["calls"]
+    # The saved calls are kept; of each depth's calls after the reload, the
+    # first (which traces again) is not timed as a step.
+    for depth in ("0", "3"):
+        assert after[depth][:len(before[depth])] == before[depth]
+        assert len(after[depth]) == len(before[depth]) + ran.count(int(depth)) - 1

@@ -1,5 +1,7 @@
 """boost.wrap / BoostOptimizer / AutoBoost on Keras objects."""
 
+import warnings
+
 import keras
 import numpy as np
 import pytest
@@ -151,7 +153,9 @@ def test_o1_gc_and_freezing_train_on_a_plain_model(restore_policy, policy):
     """GC inside FreezeOptimizer, inside Keras' LossScaleOptimizer under
     mixed_float16: the combination that failed on TensorFlow and JAX."""
     keras.config.set_dtype_policy(policy)
-    config = {"grad_freeze": {"param_groups": 2, "freeze_type": 0, "freeze_p": 0.5}}
+    # Freezing by name: the level alone leaves it out on a plain model.
+    config = {"boost": {"mode": "manual", "grad_freeze": True},
+              "grad_freeze": {"param_groups": 2, "freeze_type": 0, "freeze_p": 0.5}}
     model = keras.Model(*gc_graph())
     opt = boost.wrap(keras.optimizers.SGD(0.01, momentum=0.9), "O1", config)
     chain = [type(o) for o in boost.optimizers.optimizer_chain(opt)]
@@ -163,6 +167,54 @@ def test_o1_gc_and_freezing_train_on_a_plain_model(restore_policy, policy):
         history = model.fit(x, y, batch_size=8, epochs=2, shuffle=False, verbose=0)
     assert np.isfinite(history.history["loss"]).all()
     assert all(not np.array_equal(a, b) for a, b in zip(before, to_numpy(model.trainable_weights)))
+
+
+@pytest.mark.parametrize("level", ["O1", "O2"])
+def test_level_on_a_plain_model_leaves_freezing_out_quietly(level):
+    # A plain model computes every gradient: freezing there would only drop
+    # updates, so the level does not run it, and says nothing at fit.
+    x, y = gc_data()
+    opt = boost.wrap(keras.optimizers.SGD(0.01), level)
+    assert boost.optimizers.find_in_chain(opt, boost.FreezeOptimizer) is None
+    assert opt.left_out == ("grad_freeze",)
+    assert "left out on a plain model: ['grad_freeze']" in repr(opt)
+    assert opt.boost_config["boost"]["grad_freeze"]  # the level's config, unchanged
+    model = keras.Model(*gc_graph())
+    reference = keras.Model(*gc_graph())
+    reference.set_weights(model.get_weights())
+    model.compile(optimizer=opt, loss="mse")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", boost.NoEffectWarning)
+        # O2's AdaSum on one replica says it is the identity: not this test's subject.
+        warnings.filterwarnings("ignore", "AdaSum runs on a single replica", boost.NoEffectWarning)
+        model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    # Same updates as the chain without freezing, asked for by name.
+    reference.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.01), level,
+                                           {"boost": {"mode": "manual", "grad_freeze": False}}),
+                      loss="mse")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", boost.NoEffectWarning)  # manual: the less_bn surgery note
+        reference.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    for a, b in zip(to_numpy(model.trainable_weights), to_numpy(reference.trainable_weights)):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_boost_model_compiled_with_a_wrapped_level_puts_freezing_back():
+    opt = boost.wrap(keras.optimizers.SGD(0.01), "O1")
+    model = boost.BoostModel(*gc_graph(), boost_level="O1")
+    model.compile(optimizer=opt, loss="mse")
+    assert model.optimizer is not opt and model.optimizer.left_out == ()
+    assert boost.optimizers.find_in_chain(model.optimizer, boost.FreezeOptimizer) is not None
+
+
+def test_wrapped_level_saved_and_reloaded_keeps_freezing_out(tmp_path):
+    model = keras.Model(*gc_graph())
+    model.compile(optimizer=boost.wrap(keras.optimizers.SGD(0.01), "O1"), loss="mse")
+    model.fit(*gc_data(), batch_size=8, epochs=1, verbose=0)
+    model.save(tmp_path / "m.keras")
+    restored = keras.saving.load_model(tmp_path / "m.keras")
+    assert restored.optimizer.left_out == ("grad_freeze",)
+    assert boost.optimizers.find_in_chain(restored.optimizer, boost.FreezeOptimizer) is None
 
 
 def test_o1_through_network_auto_process_train_trains(recwarn):

@@ -16,10 +16,18 @@ from keras_boost.algorithms.loss_scaling import DynamicLossScale
 from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import find_in_chain
+from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 from keras_boost.errors import NoEffectWarning
 from keras_boost.validation import check_optimizer
 
 __all__ = ["BoostOptimizer", "build_optimizer_chain", "chain_for_model"]
+
+# The level's algorithms that cannot act through an optimizer on a plain
+# keras.Model, so that a level (mode "auto") leaves them out of `wrap`'s
+# chain: there the model computes every gradient, and freezing would only
+# drop updates (measured: no time saved, a higher final loss; see
+# docs/methods/grad_freeze.md). BoostModel builds its chain with them.
+_MODEL_ONLY = {"grad_freeze": FreezeOptimizer}
 
 
 def build_optimizer_chain(optimizer, config, loss_scale=None):
@@ -115,19 +123,26 @@ class BoostOptimizer(OptimizerWrapper):
         loss_scale: `None`, or a `boost.DynamicLossScale`: dynamic loss
             scaling, outermost in the chain (`BoostModel` sets it).
         name: optional name.
+        for_boost_model: build the chain for a `BoostModel`'s train step
+            (`BoostModel.compile` sets it). Otherwise the chain is for a
+            plain model, and a level (mode `"auto"`) leaves out gradient
+            freezing, which saves no time there (`left_out` names it); a
+            config that asks for it by name (mode `"manual"` or
+            `"enable_all"`) keeps it.
 
     Example:
 
     ```python
     opt = boost.wrap(keras.optimizers.Adam(1e-3), "O1")
     model.compile(optimizer=opt, loss="mse")
-    opt.boost_config["boost"]["grad_freeze"]  # True
+    opt.boost_config["boost"]["grad_freeze"]  # True: the level's config
+    opt.left_out  # ('grad_freeze',): not in the chain on a plain model
     ```
     """
 
     def __init__(
         self, optimizer, boost_level="O0", boost_config_dict=None, name=None,
-        loss_scale=None, chain_built=False,
+        loss_scale=None, chain_built=False, for_boost_model=False,
     ):
         check_optimizer(optimizer)
         if boost_level is None and boost_config_dict is not None:
@@ -148,8 +163,14 @@ class BoostOptimizer(OptimizerWrapper):
         if chain_built:
             chain = optimizer
         else:
-            chain = build_optimizer_chain(optimizer, resolved, loss_scale)
+            settings = resolved if for_boost_model else _for_plain_model(resolved)
+            chain = build_optimizer_chain(optimizer, settings, loss_scale)
         super().__init__(chain, name=name or "boost_optimizer")
+        # Read from the chain, so that a reloaded chain says the same.
+        self._left_out = tuple(
+            name for name, cls in _MODEL_ONLY.items()
+            if resolved["boost"][name] and find_in_chain(chain, cls) is None
+        )
         self._boost_config = resolved
         self._boost_level = boost_level
         self._loss_scale = loss_scale
@@ -160,7 +181,10 @@ class BoostOptimizer(OptimizerWrapper):
 
     def _build_own(self, var_list):
         flags = self._boost_config["boost"]
-        if flags["less_bn"] and not self.model_surgery_handled:
+        # A level's less_bn on a plain model still centralizes gradients
+        # (gc_flag); the surgery it cannot do is only worth a warning when
+        # asked for by name, as in AutoBoost.
+        if flags["less_bn"] and flags["mode"] != "auto" and not self.model_surgery_handled:
             # The level's other model-level algorithms cannot act here either.
             others = [name for name, on in (("fused batch norm", flags["fused_batch_norm"]),
                                             ("prefix caching", flags["prefix_cache"])) if on]
@@ -198,6 +222,19 @@ class BoostOptimizer(OptimizerWrapper):
     def boost_level(self):
         """The level given, or None when it follows the model (then O0 alone)."""
         return self._boost_level
+
+    @property
+    def left_out(self):
+        """Names of the level's algorithms left out of this chain because an
+        optimizer on a plain model cannot make them save time (e.g.
+        `("grad_freeze",)` for `boost.wrap(optimizer, "O1")`); a `BoostModel`
+        compiled with this optimizer builds its chain with them."""
+        return self._left_out
+
+    def __repr__(self):
+        chain = " > ".join(type(o).__name__ for o in optimizer_chain(self)[1:])
+        left_out = f", left out on a plain model: {list(self._left_out)}" if self._left_out else ""
+        return f"<BoostOptimizer level={self._boost_level!r}: {chain}{left_out}>"
 
     @property
     def boost_config(self):
@@ -241,6 +278,14 @@ class BoostOptimizer(OptimizerWrapper):
         with model.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
             self.build(model.trainable_variables)
 
+def _for_plain_model(config):
+    """`config` without the algorithms the level (mode "auto") turned on
+    that cannot act through an optimizer on a plain model."""
+    if config["boost"]["mode"] != "auto":
+        return config
+    return {**config, "boost": {**config["boost"], **dict.fromkeys(_MODEL_ONLY, False)}}
+
+
 def _chain_settings(config):
     """A resolved config without `common.precision`, which sets the model's
     dtypes, not the optimizer chain (a copy in another precision, e.g.
@@ -269,7 +314,7 @@ def chain_for_model(model, optimizer):
         )
     level, config, loss_scale = model.boost_level, model.boost_config, model.loss_scale
     if not isinstance(optimizer, BoostOptimizer):
-        return BoostOptimizer(optimizer, level, config, loss_scale=loss_scale)
+        return BoostOptimizer(optimizer, level, config, loss_scale=loss_scale, for_boost_model=True)
     if optimizer.boost_level is not None and (
         optimizer.boost_level != level or _chain_settings(optimizer.boost_config) != _chain_settings(config)
     ):
@@ -280,13 +325,14 @@ def chain_for_model(model, optimizer):
             " config; set the level and config in one place: BoostModel wraps a plain "
             "optimizer itself, and boost.wrap(optimizer) without a level follows the model."
         )
-    if optimizer.boost_level is not None and optimizer.loss_scale == loss_scale:
+    if optimizer.boost_level is not None and optimizer.loss_scale == loss_scale and not optimizer.left_out:
         return optimizer  # e.g. the saved chain, re-compiled by load_model
     if optimizer.built or optimizer.user_optimizer is None:
         raise ValueError(
-            f"The optimizer {optimizer.name!r} was already built for other boost settings "
-            f"(level {optimizer.boost_level!r}, loss scale {optimizer.loss_scale}) than "
+            f"The optimizer {optimizer.name!r} was already built for a plain model or other "
+            f"boost settings (level {optimizer.boost_level!r}, loss scale {optimizer.loss_scale}, "
+            f"left out {list(optimizer.left_out)}) than "
             f"BoostModel {model.name!r} (level {level!r}, loss scale {loss_scale}); "
             "compile with a fresh optimizer."
         )
-    return BoostOptimizer(optimizer.user_optimizer, level, config, loss_scale=loss_scale)
+    return BoostOptimizer(optimizer.user_optimizer, level, config, loss_scale=loss_scale, for_boost_model=True)

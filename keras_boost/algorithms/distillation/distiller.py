@@ -13,8 +13,8 @@ when `T` changes (Hinton et al., section 2).
 
 Only `compute_loss` is overridden, so the Keras train step of every backend
 runs unchanged, with any optimizer, `boost.wrap(optimizer, level)` included
-(its gradient centralization, freezing, accumulation apply to the student's
-weights). The teacher is frozen without being changed: its variables are
+(its gradient centralization, accumulation and, asked for by name, freezing
+apply to the student's weights). The teacher is frozen without being changed: its variables are
 left out of the distiller's trainable variables (they count as
 non-trainable state, so JAX's stateless step carries them), the user's
 teacher keeps its own `trainable` flags, and it is called with

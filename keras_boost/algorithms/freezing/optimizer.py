@@ -98,6 +98,16 @@ class FreezeOptimizer(OptimizerWrapper):
         return None if self._schedule_spec is None else dict(self._schedule_spec)
 
     @property
+    def run_steps(self):
+        """The run's length in schedule steps that the user set
+        (`total_steps`), or None: `"auto"`, or the default 65536, which
+        stands for a run of unknown length (MindSpore's default table)."""
+        spec = self._schedule_spec
+        if spec is None or spec["total_steps"] in ("auto", DEFAULT_TABLE_STEPS):
+            return None
+        return spec["total_steps"]
+
+    @property
     def groups_given(self):
         """True when the groups are known (given, or fixed by a saved config)."""
         return self._group_spec is not None
@@ -271,15 +281,19 @@ class FreezeOptimizer(OptimizerWrapper):
             return
         self._warn_no_saving()
         variables = list(trainable_variables or keras_private.optimizer_trained_variables(self))
-        depth, trained = self._depth_and_mask(self.freeze_step.value)
-        self.freeze_step.assign_add(1)  # after the read: torch assigns in place
         seam = kb_backend.current()
-        known_depth = seam.static_value(depth)
-        if known_depth is None:  # a traced step: keep whatever this depth freezes
+        step = self.freeze_step.value
+        known_step = seam.static_value(step)
+        if known_step is None:  # a traced step: keep whatever this depth freezes
+            _, trained = self._depth_and_mask(step)
             candidates = self._frozen_candidates()
-        else:  # eager (torch): keep only what this step's depth freezes
-            trained_now = set(self._group_indices[known_depth])
+        else:
+            # Eager (torch): this step's depth on the host, without the
+            # schedule as a tensor; every candidate is then frozen.
+            trained_now = set(self._group_indices[self.depth_at(known_step)])
             candidates = [i for i in range(len(variables)) if i not in trained_now]
+            trained = [False] * len(variables)
+        self.freeze_step.assign_add(1)  # after the read: torch assigns in place
         slots = [
             (slot, owner) for slot, owner in zip(self.inner_optimizer.variables, self._slot_owners)
             if owner in candidates

@@ -55,10 +55,13 @@ The rule (adaptive mode):
    docs/methods/grad_freeze.md.
 
 The decisions are a function of the measurements, so they are kept with
-them: `state()` returns the completed measurements and the switch-off, and
-a planner built with `state=` decides as this one did without timing again
-(`FreezeOptimizer` saves it in its config, so a reloaded or resumed model
-repeats the decision). `decision()` says what runs, as a `FreezeDecision`.
+them: `state()` returns every measurement (a depth still being timed
+included) and the switch-off, and a planner built with `state=` continues
+from exactly there: it decides as this one did without timing again, and
+times only what this one had left to time (`FreezeOptimizer` saves it in
+its config, so a reloaded or resumed model repeats the decisions; resuming
+after the timing is over is exact whatever the new run's timings).
+`decision()` says what runs, as a `FreezeDecision`.
 
 Non-adaptive mode (an explicit `param_groups`, MindSpore's meaning) applies
 rule 1 only: every depth runs as scheduled. Pinned depths (`depths=`, the
@@ -331,16 +334,18 @@ class DepthPlanner:
     # --- what was decided, kept ---------------------------------------------
 
     def state(self):
-        """The completed measurements and the switch-off, JSON-ready (None
-        before depth 0 is measured, and when nothing is measured: pinned or
-        non-adaptive). A depth still being timed is left out: a planner built
-        from this state times it again from its first call."""
-        if not self.adaptive or self.pinned is not None or not self._timed(0):
+        """Every measurement so far and the switch-off, JSON-ready (None
+        before the first, and when nothing is measured: pinned or
+        non-adaptive). A depth still being timed is kept with its calls so
+        far: a planner built from this state takes its timing up where this
+        one left it, so resuming a run repeats every decision made before."""
+        if not self.adaptive or self.pinned is not None or not self._calls:
             return None
-        done = sorted(d for d in self.traced if self._timed(d))
         return {
-            "calls": {str(d): list(self._calls[d]) for d in done},
-            "ratios": {str(d): list(self._ratios[d]) for d in done if d != 0},
+            "traced": list(self.traced),
+            "calls": {str(d): list(self._calls[d]) for d in self.traced},
+            "ratios": {str(d): list(r) for d, r in self._ratios.items()},
+            "declined": sorted(self.declined),
             "off_reason": self.off_reason,
             "expected_saving": self._expected_saving,
         }
@@ -350,12 +355,21 @@ class DepthPlanner:
         self._check_depths(calls, "the saved planner state")
         self._calls = calls
         self._ratios = {int(d): [float(r) for r in v] for d, v in state.get("ratios", {}).items()}
-        self.traced = sorted(calls)
+        # In tracing order; a state saved before "traced" was kept holds
+        # completed measurements only, whose order no decision reads.
+        self.traced = [int(d) for d in state.get("traced", sorted(calls))]
+        self.declined = {int(d) for d in state.get("declined", ())}
         self._measurements = sum(len(v) for v in calls.values())
         for depth in self.traced:
-            self._judge(depth)
+            if self._timed(depth):
+                self._judge(depth)
         self.off_reason = state.get("off_reason")
         self._expected_saving = state.get("expected_saving")
+
+    def has_measured(self, depth):
+        """Whether a call of `depth` was recorded (here or in the state this
+        planner was built from)."""
+        return bool(self._calls.get(depth))
 
     def decision(self):
         """A `FreezeDecision`: the depths that run and why; None while depth

@@ -37,6 +37,8 @@ class FreezingStep(StepPart):
 
     label = "gradient freezing"
     optional = True  # it trains less of the model on some steps, to save time
+    # The planner's timing source (tests replace it with a fake clock).
+    clock = staticmethod(time.perf_counter)
 
     def __init__(self, freeze, steps_per_update=1):
         self.freeze = freeze
@@ -110,6 +112,8 @@ class FreezingStep(StepPart):
             state=None if pinned else freeze.planner_state,
         )
 
+        untraced = set(range(freeze.group_count))  # functions not called yet
+
         def train_function(*args):
             if not planner.has_schedule:  # fit sized it (on_train_begin)
                 planner.set_schedule(freeze.schedule_table(), self.total_updates)
@@ -117,12 +121,16 @@ class FreezingStep(StepPart):
             self.depth = depth = planner.choose(step, freeze.depth_at(step))
             self.host_step += 1
             self.frozen_calls += depth != 0
-            if not planner.needs_timing(depth):
+            # The first call traces; for a depth timed before (a resumed run's
+            # planner state), that is not one of its steps.
+            retrace = depth in untraced and planner.has_measured(depth)
+            untraced.discard(depth)
+            if retrace or not planner.needs_timing(depth):
                 return compiled[depth](*args)
-            start = time.perf_counter()
+            start = self.clock()
             result = compiled[depth](*args)
             keras.ops.convert_to_numpy(keras.tree.flatten(result)[0])  # wait for it
-            planner.record(depth, time.perf_counter() - start)
+            planner.record(depth, self.clock() - start)
             # Saved with the optimizer: a reload or resume decides the same.
             freeze.planner_state = planner.state()
             return result
@@ -171,9 +179,12 @@ class _FreezeScheduleCallback(keras.callbacks.Callback):
         # An unknown length (a generator without len) takes the default
         # table, which is cycled: the schedule's statistics are the same.
         freeze.ensure_schedule(epochs * steps if steps else DEFAULT_TABLE_STEPS)
-        # The run's end, in schedule steps, for the depth planner.
+        # The run's end, in schedule steps, for the depth planner: the run
+        # the user configured, across fit calls, else this fit's end.
         start = int(keras.ops.convert_to_numpy(freeze.freeze_step)) if freeze.built else 0
-        end = (start + epochs * steps) // part.steps_per_update if steps else None
+        fit_end = (start + epochs * steps) // part.steps_per_update if steps else None
+        configured = freeze.run_steps
+        end = fit_end if configured is None else max(configured, fit_end or 0)
         part.total_updates = end
         if part.planner is not None and part.planner.has_schedule:
             part.planner.total_steps = end
