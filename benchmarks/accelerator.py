@@ -3,7 +3,7 @@
 Issue 30, item 4: one prepared script that a session lent a GPU runs in one
 call of the device tool, inside a hard wall-clock budget. On each backend it
 runs, for each zoo workload (`applications`, `transformer`, `finetune`:
-looked up in `keras_boost.bench.harness.WORKLOADS` at run time; one not
+looked up in `keras_boost.bench.catalog.WORKLOADS` at run time; one not
 registered is recorded as skipped) and each precision (`float32`,
 `mixed_bfloat16`):
 
@@ -22,7 +22,7 @@ registered is recorded as skipped) and each precision (`float32`,
    step at the start of a run: its freeze planner sees fits of `--steps`
    steps and traces a frozen depth only where that pays back within them.
 2. **Time to accuracy**, if the budget remains: one seed of `baseline`
-   and `O1` through `keras_boost.bench.harness.run_once` on the workload
+   and `O1` through `keras_boost.bench.training.run_once` on the workload
    shortened to `--tta-epochs` epochs (`Workload.with_epochs`: the
    schedule and a fine-tuning workload's phases rescaled), compiled as the
    harness compiles (`jit_compile="auto"`), the variant that runs first
@@ -385,12 +385,12 @@ def find_workload(name, samples=None):
     `finetune` workload: its pretraining too) is asked for that small
     version.
     """
-    from keras_boost.bench import harness
+    from keras_boost.bench import catalog
 
-    factory = harness.WORKLOADS.get(name)
+    factory = catalog.WORKLOADS.get(name)
     if factory is None:
-        return None, (f"workload {name!r} is not registered in keras_boost.bench.harness.WORKLOADS "
-                      f"(registered: {', '.join(sorted(harness.WORKLOADS))})")
+        return None, (f"workload {name!r} is not registered in keras_boost.bench.catalog.WORKLOADS "
+                      f"(registered: {', '.join(sorted(catalog.WORKLOADS))})")
     if samples is not None and "samples" in inspect.signature(factory).parameters:
         return factory(samples=samples), None
     return factory(), None
@@ -453,7 +453,8 @@ def build_pair(workload, seed, jit_compile):
     import keras
 
     import keras_boost as boost
-    from keras_boost.bench import harness
+    from keras_boost.bench import training
+    from keras_boost.bench import variants
 
     fine_tune = workload.fine_tune
     learning_rate = fine_tune.learning_rate if fine_tune is not None else workload.learning_rate
@@ -463,7 +464,7 @@ def build_pair(workload, seed, jit_compile):
         model = workload.build(seed)
         optimizer = _optimizer(workload, workload.learning_rate)
         if name == "O1":
-            level, config = harness.variant_spec("O1")
+            level, config = variants.variant_spec("O1")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", boost.config.BoostConfigWarning)
                 processed, optimizer = boost.AutoBoost(level, config).network_auto_process_train(model, optimizer)
@@ -471,7 +472,7 @@ def build_pair(workload, seed, jit_compile):
         if fine_tune is not None:
             fine_tune.unfreeze(model)
             optimizer = _optimizer(workload, learning_rate)
-        model.compile(optimizer=optimizer, loss=harness.LOSS, jit_compile=jit_compile)
+        model.compile(optimizer=optimizer, loss=training.LOSS, jit_compile=jit_compile)
         models[name] = model
     return models
 
@@ -559,16 +560,17 @@ def tta_estimate(unit, short):
 
 
 def time_to_accuracy_unit(short, precision, seed, order=VARIANTS):
-    """`baseline` and `O1` (in `order`) through `harness.run_once` on the shortened workload; returns the record."""
+    """`baseline` and `O1` (in `order`) through `training.run_once` on the shortened workload; returns the record."""
     import keras
 
-    from keras_boost.bench import harness
+    from keras_boost.bench import clock
+    from keras_boost.bench import training
 
     started = time.monotonic()
     record = {"workload": short.name, "precision": precision, "seed": seed, "epochs": short.epochs,
               "target": short.target, "order": list(order), "runs": {}}
     for variant in order:
-        run = harness.run_once(short, variant, precision, seed)
+        run = training.run_once(short, variant, precision, seed)
         record["runs"][variant] = run
         if "skipped" in run:
             print(f"  {variant}: skipped: {run['skipped']}", flush=True)
@@ -580,7 +582,7 @@ def time_to_accuracy_unit(short, precision, seed, order=VARIANTS):
     runs = record["runs"]
     if not any("skipped" in run for run in runs.values()):
         common = min(run["final_accuracy"] for run in runs.values())
-        times = {v: harness.time_to_accuracy(run["curve"], common) for v, run in runs.items()}
+        times = {v: clock.time_to_accuracy(run["curve"], common) for v, run in runs.items()}
         record.update(
             common_accuracy=common, time_to_common=times,
             speedup_to_common=times["baseline"] / times["O1"] if times["O1"] else None,
@@ -598,12 +600,12 @@ def measure(args):
     """The step-time units, then the time-to-accuracy units, inside the budget (a generator)."""
     import keras
 
-    from keras_boost.bench import harness
+    from keras_boost.bench.pipeline import input_pipeline
 
     backend = keras.backend.backend()
     output = args.output.format(backend=backend) if args.output else None
     budget = Budget(args.budget, path=output)
-    pipeline = harness.input_pipeline()
+    pipeline = input_pipeline()
     accelerator = accelerator_record(backend)
     print(f"device: {accelerator['device']} | budget {args.budget:.0f} s ({budget.left():.0f} s left) | "
           f"input {pipeline}", flush=True)
