@@ -179,8 +179,8 @@ def add_bench_arguments(parser):
     parser.add_argument("--quick", action="store_true",
                         help=f"a first look: {QUICK['seeds']} seed of {', '.join(QUICK['variants'])} in "
                         f"{QUICK['precisions']}, on workload {QUICK['workload']} (up to {QUICK['epochs']} "
-                        "epochs on another one), a narrower table; about 1-2 minutes on 2 cores (the "
-                        "options above override it)")
+                        "epochs on another one), PyTorch on one thread, a narrower table; about 1-2 minutes "
+                        "on 2 cores (the options above override it)")
     parser.add_argument("--no-progress", action="store_true", help="print no line per finished run")
 
 

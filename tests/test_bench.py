@@ -211,6 +211,10 @@ def test_quick_is_one_float32_seed_of_baseline_short_baseline_and_o1(monkeypatch
     assert seen["precisions"] == ["float32"] and seen["seeds"] == 1
     assert seen["workload"].name == "quick" and seen["workload"].epochs == 5
     assert schedule.short_epochs(seen["workload"].epochs, seen["short_ratio"]) == 4
+    if keras.backend.backend() == "torch":  # its two OpenMP threads spin-waited on a loaded 2-core machine
+        import torch
+
+        assert torch.get_num_threads() == 1
     # Its options still override it.
     seen = _bench_arguments(monkeypatch, ["--quick", "--workload", "realistic", "--output-dir", str(tmp_path)])
     assert seen["workload"].epochs == 5  # of its 16

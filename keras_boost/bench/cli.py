@@ -60,6 +60,20 @@ def _load_workload(args):
     return workload
 
 
+def _one_torch_thread():
+    """`--quick` trains PyTorch on one thread.
+
+    On 2 cores shared with other jobs PyTorch's two OpenMP threads
+    spin-waited for each other: 20 steps of the `quick` workload took
+    25-28 CPU seconds (105-145 s) on two threads against 1.3-1.5 (10-15 s)
+    on one (AMD EPYC, 2 cores at load average 14-18, 2026-12-07). Every
+    variant trains on the same thread, so the comparison stays even.
+    """
+    import torch
+
+    torch.set_num_threads(1)
+
+
 def _write_reports(result, stem, args):
     """Writes the full table and the plot next to the JSON; prints the
     table (`--quick`: its essential columns) and the verdict."""
@@ -109,6 +123,8 @@ def run(args):
         raise SystemExit(f"--backend {args.backend}: this process runs Keras on {keras.backend.backend()} "
                          "already; start it with KERAS_BACKEND set, or through keras_boost_cli.main")
 
+    if args.quick and keras.backend.backend() == "torch":
+        _one_torch_thread()
     workload = _load_workload(args)
     if args.variants:
         variants = bench_variants.split_variants(args.variants)

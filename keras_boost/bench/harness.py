@@ -114,6 +114,8 @@ def environment():
         "cpu_count": os.cpu_count(),
         # The load before the run: a busy machine makes the spread wide.
         "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        # PyTorch's intra-op threads (`--quick` sets one); None on the other backends.
+        "torch_threads": importlib.import_module("torch").get_num_threads() if backend == "torch" else None,
         "cpu_model": cpu_model(),
         "numpy_version": np.__version__,
     }
