@@ -111,7 +111,7 @@ def build_parser():
     parser = argparse.ArgumentParser(
         prog="keras-boost", usage="keras-boost bench [options]",
         description="keras_boost's command line: train Keras 3 models to the same accuracy in less time.",
-        epilog="`keras-boost bench --quick`: a first look, one seed (about 1-2 minutes on 2 cores); "
+        epilog="`keras-boost bench --quick`: a first look, one seed (1-2 minutes on 2 idle cores); "
         "`keras-boost bench --help`: its options and what its columns mean.",
     )
     parser.add_argument("--version", action="version", version=f"keras-boost {package_version()}",
@@ -179,8 +179,8 @@ def add_bench_arguments(parser):
     parser.add_argument("--quick", action="store_true",
                         help=f"a first look: {QUICK['seeds']} seed of {', '.join(QUICK['variants'])} in "
                         f"{QUICK['precisions']}, on workload {QUICK['workload']} (up to {QUICK['epochs']} "
-                        "epochs on another one), PyTorch on one thread, a narrower table; about 1-2 minutes "
-                        "on 2 cores (the options above override it)")
+                        "epochs on another one), PyTorch on one thread, a narrower table; 1-2 minutes on 2 "
+                        "idle cores, longer under load (the options above override it)")
     parser.add_argument("--no-progress", action="store_true", help="print no line per finished run")
 
 
