@@ -34,7 +34,9 @@ import keras
 import numpy as np
 
 from benchmarks import runner
-from keras_boost.bench import harness
+from keras_boost.bench import pipeline
+from keras_boost.bench import schedule
+from keras_boost.bench import training
 from keras_boost.bench.zoo import applications
 
 KEYS = ("lr", "bn", "drop", "scale")
@@ -76,10 +78,10 @@ def run(model_name, changes, seed, epochs):
             layer.rate = changes["drop"]
     steps = math.ceil(len(x) / workload.batch_size)
     learning_rate = changes.get("lr", workload.learning_rate)
-    optimizer = harness.recipe_optimizer(workload, steps * epochs, steps, learning_rate=learning_rate)
-    model.compile(optimizer=optimizer, loss=harness.LOSS, metrics=["accuracy"])
+    optimizer = schedule.recipe_optimizer(workload, steps * epochs, steps, learning_rate=learning_rate)
+    model.compile(optimizer=optimizer, loss=training.LOSS, metrics=["accuracy"])
     keras.utils.set_random_seed(seed)
-    dataset = harness.training_dataset(x, y, workload.batch_size, seed)[0]
+    dataset = pipeline.training_dataset(x, y, workload.batch_size, seed)[0]
     curve = []
     for _ in range(epochs):
         start = time.perf_counter()

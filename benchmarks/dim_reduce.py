@@ -50,7 +50,7 @@ import keras_boost as boost
 from benchmarks import runner
 from keras_boost.bench.arguments import number_list
 from keras_boost.bench.arguments import require_positive
-from keras_boost.bench.harness import WORKLOADS
+from keras_boost.bench.catalog import WORKLOADS
 
 LOSS = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

@@ -41,7 +41,7 @@ from benchmarks import runner
 from benchmarks.overhead import make_data
 from benchmarks.overhead import time_fit
 from keras_boost.bench.arguments import number_list
-from keras_boost.bench.harness import AccuracyClock
+from keras_boost.bench.clock import AccuracyClock
 from keras_boost.bench.workloads import copy_weights
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn

@@ -46,7 +46,7 @@ import numpy as np
 import keras_boost as boost
 from benchmarks import runner
 from benchmarks.overhead import EpochTimer
-from keras_boost.bench.harness import realistic_workload
+from keras_boost.bench.catalog import realistic_workload
 from keras_boost.bench.report import spread
 from keras_boost.bench.workloads import mnist_data
 from keras_boost.bench.workloads import residual_cnn

@@ -31,12 +31,12 @@ import numpy as np
 
 import keras_boost as boost
 from benchmarks import runner
-from keras_boost.bench.harness import LOSS
-from keras_boost.bench.harness import AccuracyClock
-from keras_boost.bench.harness import quickstart_workload
-from keras_boost.bench.harness import resnet_workload
-from keras_boost.bench.harness import time_to_accuracy
+from keras_boost.bench.catalog import quickstart_workload
+from keras_boost.bench.catalog import resnet_workload
+from keras_boost.bench.clock import AccuracyClock
+from keras_boost.bench.clock import time_to_accuracy
 from keras_boost.bench.machine import cpu_flags
+from keras_boost.bench.training import LOSS
 from keras_boost.precision import PRECISIONS
 from keras_boost.precision import with_precision
 

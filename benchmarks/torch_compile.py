@@ -22,7 +22,8 @@ import time
 import keras
 
 from benchmarks import runner
-from keras_boost.bench import harness
+from keras_boost.bench import schedule
+from keras_boost.bench import training
 from keras_boost.bench.zoo import applications
 
 MODES = {"eager": False, "torch.compile": True}
@@ -42,7 +43,7 @@ def measure(args):
     models, first = {}, {}
     for mode, jit in MODES.items():
         model = applications.application_model("MobileNetV2", seed=0)
-        model.compile(optimizer=harness.recipe_optimizer(workload, 1000, 125), loss=harness.LOSS, jit_compile=jit)
+        model.compile(optimizer=schedule.recipe_optimizer(workload, 1000, 125), loss=training.LOSS, jit_compile=jit)
         start = time.perf_counter()
         model.fit(x[:64], y[:64], batch_size=32, epochs=1, verbose=0)
         first[mode] = time.perf_counter() - start

@@ -16,16 +16,30 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
+import keras_boost_cli
 from keras_boost import bench
 from keras_boost.bench import cli
+from keras_boost.bench import catalog
+from keras_boost.bench import clock
 from keras_boost.bench import harness
+from keras_boost.bench import pipeline
+from keras_boost.bench import recipe
 from keras_boost.bench import report
+from keras_boost.bench import results
+from keras_boost.bench import schedule
+from keras_boost.bench import training
+from keras_boost.bench import variants
+
+
+def _bench(argv):
+    """`keras-boost bench argv`, in this process; returns the result."""
+    return cli.run(keras_boost_cli.parse_args(argv))
 
 
 @pytest.fixture(scope="module")
 def tiny_result(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench")
-    result = cli.run(["--workload", "tiny", "--variants", "baseline,baseline-short,grad_freeze,adasum",
+    result = _bench(["--workload", "tiny", "--variants", "baseline,baseline-short,grad_freeze,adasum",
                       "--short-ratio", "0.5", "--precisions", "float32", "--seeds", "1",
                       "--output-dir", str(out), "--no-progress"])
     return result, out
@@ -51,7 +65,7 @@ def test_interrupted_benchmark_keeps_the_finished_runs(tmp_path, monkeypatch):
 
     monkeypatch.setattr(harness, "run_once", fake_run)
     with pytest.raises(KeyboardInterrupt):
-        cli.run(["--workload", "tiny", "--variants", "baseline,baseline-short,O1", "--short-ratio", "0.5",
+        _bench(["--workload", "tiny", "--variants", "baseline,baseline-short,O1", "--short-ratio", "0.5",
                  "--precisions", "float32",
                  "--output-dir", str(tmp_path), "--no-progress", "--no-burn-in"])
     (partial,) = tmp_path.glob("*_partial.json")
@@ -79,7 +93,7 @@ def test_runs_record_what_they_measured(tiny_result):
     # step times measured; when it does, the record says why.
     assert depths["switched_off"] is None or "below min_run_saving=0.05" in depths["switched_off"]
     assert "freeze_depths" not in runs["baseline"]
-    assert result["burn_in"] is True and result["version"] == harness.RESULT_VERSION
+    assert result["burn_in"] is True and result["version"] == results.RESULT_VERSION
 
 
 def test_bench_files_get_the_mode_open_gives(tiny_result):
@@ -96,69 +110,69 @@ def test_validate_result_names_the_bad_field(tiny_result):
     bad = copy.deepcopy(result)
     bad["runs"][0]["final_accuracy"] = 1.5
     with pytest.raises(ValueError, match=r"runs\[0\].final_accuracy out of \[0, 1\]"):
-        harness.validate_result(bad)
+        results.validate_result(bad)
     bad = copy.deepcopy(result)
     bad["runs"][1]["steps_per_second"] = "fast"
     with pytest.raises(ValueError, match=r"runs\[1\].steps_per_second must be float"):
-        harness.validate_result(bad)
+        results.validate_result(bad)
     bad = copy.deepcopy(result)
     del bad["environment"]
     with pytest.raises(ValueError, match="lacks 'environment'"):
-        harness.validate_result(bad)
+        results.validate_result(bad)
     json.dumps(result)  # plain JSON types only
 
 
 def test_variant_recipe_overrides_change_the_recipe_and_keep_the_variant_plain():
-    tiny = harness.tiny_workload()
+    tiny = catalog.tiny_workload()
     name = "baseline+recipe.batch_size=128+recipe.learning_rate=0.1"
-    assert harness.variant_spec(name) is None
-    changed = harness.variant_recipe(name, tiny)
+    assert variants.variant_spec(name) is None
+    changed = variants.variant_recipe(name, tiny)
     assert (changed.batch_size, changed.learning_rate) == (128, 0.1)
     assert (tiny.batch_size, tiny.learning_rate) == (64, 0.05)  # not mutated
-    assert harness.variant_recipe("O1", tiny) is tiny
-    level, config = harness.variant_spec("O1+grad_freeze.freeze_p=0.5+recipe.batch_size=128")
+    assert variants.variant_recipe("O1", tiny) is tiny
+    level, config = variants.variant_spec("O1+grad_freeze.freeze_p=0.5+recipe.batch_size=128")
     assert level == "O1" and "recipe" not in config and config["grad_freeze"]["freeze_p"] == 0.5
     with pytest.raises(ValueError, match=r"recipe field\(s\) \['epochs'\]; valid: \['batch_size'"):
-        harness.variant_recipe("baseline+recipe.epochs=3", tiny)
+        variants.variant_recipe("baseline+recipe.epochs=3", tiny)
     with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
-        harness.variant_recipe("baseline+recipe.batch_size=0", tiny)
+        variants.variant_recipe("baseline+recipe.batch_size=0", tiny)
     with pytest.raises(ValueError, match="Unknown variant 'baseline\\+less_bn.gc_flag=false'"):
-        harness.variant_spec("baseline+less_bn.gc_flag=false")
-    run = harness.run_once(tiny.with_epochs(1), "baseline+recipe.batch_size=128", "float32", seed=0)
+        variants.variant_spec("baseline+less_bn.gc_flag=false")
+    run = training.run_once(tiny.with_epochs(1), "baseline+recipe.batch_size=128", "float32", seed=0)
     assert run["steps"] == math.ceil(len(tiny.data()[0][0]) / 128)
 
 
 def test_variant_config_overrides():
-    level, config = harness.variant_spec("O1+grad_freeze.freeze_p=0.5+grad_freeze.freeze_type=0")
+    level, config = variants.variant_spec("O1+grad_freeze.freeze_p=0.5+grad_freeze.freeze_type=0")
     assert level == "O1"
     assert config == {"grad_freeze": {"total_steps": "auto", "freeze_p": 0.5, "freeze_type": 0}}
-    assert harness.LEVEL_CONFIGS["O1"] == {"grad_freeze": {"total_steps": "auto"}}  # not mutated
-    level, config = harness.variant_spec("less_bn+less_bn.gc_flag=false")
+    assert variants.LEVEL_CONFIGS["O1"] == {"grad_freeze": {"total_steps": "auto"}}  # not mutated
+    level, config = variants.variant_spec("less_bn+less_bn.gc_flag=false")
     assert (level, config["less_bn"]) == ("O0", {"gc_flag": False})
     with pytest.raises(ValueError, match="expected section.key=value"):
-        harness.variant_spec("O1+freeze_p=0.5")
+        variants.variant_spec("O1+freeze_p=0.5")
     with pytest.raises(ValueError, match="freeze_p"):
-        harness.variant_spec("O1+grad_freeze.freeze_p=1.5")
+        variants.variant_spec("O1+grad_freeze.freeze_p=1.5")
     with pytest.raises(ValueError, match="Unknown variant 'baseline\\+x'"):
-        harness.variant_spec("baseline+x")
+        variants.variant_spec("baseline+x")
     # A flag needs manual mode; auto mode would run the level unchanged.
     with pytest.raises(ValueError, match=r"sets the flags \['less_bn'\], which boost mode 'auto' ignores"):
-        harness.variant_spec("O1+boost.less_bn=false")
-    level, config = harness.variant_spec("O1+boost.mode=manual+boost.less_bn=false")
+        variants.variant_spec("O1+boost.less_bn=false")
+    level, config = variants.variant_spec("O1+boost.mode=manual+boost.less_bn=false")
     assert config["boost"] == {"mode": "manual", "less_bn": False}
 
 
 def test_split_variants_keeps_json_lists_whole():
     text = 'baseline, O1+less_bn.exclude_patterns=["InvertedResidual","InvertedResidual3"],,O1'
-    names = harness.split_variants(text)
+    names = variants.split_variants(text)
     assert names == ["baseline", 'O1+less_bn.exclude_patterns=["InvertedResidual","InvertedResidual3"]', "O1"]
-    level, config = harness.variant_spec(names[1])
+    level, config = variants.variant_spec(names[1])
     assert config["less_bn"] == {"exclude_patterns": ["InvertedResidual", "InvertedResidual3"]}
-    assert harness.split_variants("O1+x.y=[1,2") == ["O1+x.y=[1,2"]  # unclosed: one name, which then fails
+    assert variants.split_variants("O1+x.y=[1,2") == ["O1+x.y=[1,2"]  # unclosed: one name, which then fails
 
 
 def test_bad_variant_and_precision():
-    workload = harness.tiny_workload()
+    workload = catalog.tiny_workload()
     with pytest.raises(ValueError, match="Unknown variant 'O3'"):
         harness.run_benchmark(workload, ["O3"], ["float32"], progress=False)
     with pytest.raises(ValueError, match="Unknown precision 'float8'"):
@@ -166,14 +180,14 @@ def test_bad_variant_and_precision():
 
 
 def test_short_baseline_must_train_fewer_epochs_than_the_baseline(tmp_path):
-    assert harness.short_epochs(16, 0.6875) == 11 and harness.short_epochs(2, 0.5) == 1
+    assert schedule.short_epochs(16, 0.6875) == 11 and schedule.short_epochs(2, 0.5) == 1
     with pytest.raises(ValueError, match=r"round\(2 x 0.8\) = 2 epochs, as long as the baseline's 2"):
-        harness.short_epochs(2, 0.8)
-    workload = harness.tiny_workload()  # 2 epochs
+        schedule.short_epochs(2, 0.8)
+    workload = catalog.tiny_workload()  # 2 epochs
     with pytest.raises(ValueError, match="as long as the baseline's"):  # before any run
         harness.run_benchmark(workload, ["baseline", "baseline-short"], ["float32"], progress=False)
     with pytest.raises(SystemExit, match="--short-ratio / --epochs: baseline-short would train"):
-        cli.run(["--workload", "tiny", "--variants", "baseline,baseline-short", "--output-dir", str(tmp_path)])
+        _bench(["--workload", "tiny", "--variants", "baseline,baseline-short", "--output-dir", str(tmp_path)])
 
 
 def _bench_arguments(monkeypatch, argv):
@@ -187,7 +201,7 @@ def _bench_arguments(monkeypatch, argv):
 
     monkeypatch.setattr(harness, "run_benchmark", fake_benchmark)
     with pytest.raises(KeyboardInterrupt):
-        cli.run(argv)
+        _bench(argv)
     return seen
 
 
@@ -195,8 +209,12 @@ def test_quick_is_one_float32_seed_of_baseline_short_baseline_and_o1(monkeypatch
     seen = _bench_arguments(monkeypatch, ["--quick", "--output-dir", str(tmp_path)])
     assert seen["variants"] == ["baseline", "baseline-short", "O1"]  # nothing compared with itself
     assert seen["precisions"] == ["float32"] and seen["seeds"] == 1
-    assert seen["workload"].name == "quickstart" and seen["workload"].epochs == 5
-    assert harness.short_epochs(seen["workload"].epochs, seen["short_ratio"]) == 4
+    assert seen["workload"].name == "quick" and seen["workload"].epochs == 5
+    assert schedule.short_epochs(seen["workload"].epochs, seen["short_ratio"]) == 4
+    if keras.backend.backend() == "torch":  # its two OpenMP threads spin-waited on a loaded 2-core machine
+        import torch
+
+        assert torch.get_num_threads() == 1
     # Its options still override it.
     seen = _bench_arguments(monkeypatch, ["--quick", "--workload", "realistic", "--output-dir", str(tmp_path)])
     assert seen["workload"].epochs == 5  # of its 16
@@ -205,21 +223,24 @@ def test_quick_is_one_float32_seed_of_baseline_short_baseline_and_o1(monkeypatch
     assert (seen["precisions"], seen["seeds"], seen["workload"].epochs) == (["float32", "mixed_bfloat16"], 2, 3)
     seen = _bench_arguments(monkeypatch, ["--output-dir", str(tmp_path)])
     assert seen["precisions"] == ["float32", "mixed_bfloat16"] and seen["seeds"] == 3
-    assert seen["variants"] == list(harness.DEFAULT_VARIANTS)
+    assert seen["variants"] == list(variants.DEFAULT_VARIANTS)
 
 
 def test_keras_boost_without_its_command_prints_the_usage(monkeypatch, capsys):
     monkeypatch.setattr(cli, "run", lambda argv: pytest.fail("no benchmark without `bench`"))
     with pytest.raises(SystemExit) as exit_:
-        cli.main([])
+        keras_boost_cli.main([])
     assert exit_.value.code == 0 and "usage: keras-boost bench" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exit_:
-        cli.main(["--quick"])
+        keras_boost_cli.main(["--quick"])
     assert exit_.value.code == 2 and "unknown command '--quick'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        keras_boost_cli.main(["--version"])
+    assert exit_.value.code == 0 and capsys.readouterr().out == f"keras-boost {boost.__version__}\n"
 
 
 def test_every_option_of_the_command_line_has_help():
-    parser = cli.build_parser()
+    parser = keras_boost_cli.build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     assert set(commands.choices) == {"bench"}
     for each in (parser, *commands.choices.values()):
@@ -248,7 +269,7 @@ def help_runs():
     """Each command-line module without a command, with --help and with bench --help."""
     runs = {}
     for module in _MODULES:
-        for argv in ([], ["--help"], ["bench", "--help"]):
+        for argv in ([], ["--help"], ["--version"], ["bench", "--help"], ["--quick", "--help"]):
             proc = subprocess.run([sys.executable, "-c", _RUN_THE_MODULE, module, *argv], capture_output=True,
                                   text=True, timeout=300, cwd=pathlib.Path(__file__).parents[1])
             assert proc.returncode == 0, proc.stderr[-4000:]
@@ -258,11 +279,29 @@ def help_runs():
 
 def test_the_module_without_a_command_prints_the_help_and_trains_nothing(help_runs):
     for argv, out in help_runs.items():
-        assert out.splitlines()[-1].startswith("exit 0 "), (argv, out)
+        if argv != ("keras_boost_cli", "--quick --help"):  # an unknown command there (below)
+            assert out.splitlines()[-1].startswith("exit 0 "), (argv, out)
     for module in _MODULES:
         assert "commands:" in help_runs[module, ""] and "bench" in help_runs[module, ""]
         assert help_runs[module, ""] == help_runs[module, "--help"]
         assert "--workload WORKLOAD" in help_runs[module, "bench --help"]
+        assert help_runs[module, "--version"].startswith(f"keras-boost {boost.__version__}\n")
+    # The bench's own module takes the bench's options without the command; keras-boost does not.
+    assert help_runs["keras_boost.bench", "--quick --help"] == help_runs["keras_boost.bench", "bench --help"]
+    assert help_runs["keras_boost_cli", "--quick --help"].splitlines()[-1] == "exit 2 imported []"
+
+
+def test_the_help_explains_every_column_of_the_tables():
+    epilog = keras_boost_cli.BENCH_EPILOG
+    tables = report.quick_table(_hand_result()) + report.markdown_table(_hand_result())
+    headers = [line for line in tables.splitlines() if line.startswith("| variant |")]
+    assert len(headers) == 4  # the quick table, the full one and the two paired ones
+    for header in headers[:2]:
+        for column in header.strip("| ").split(" | "):
+            column = column.replace("time to 0.97 (s)", "time to T (s)")
+            assert column in epilog or column.replace(" baseline", "") in epilog, column
+    for words in ("ref. never", "not reached", "n/a", "--seeds 5", "--first-seed"):
+        assert words in epilog, words
 
 
 def test_the_console_script_is_the_module_outside_the_package():
@@ -297,7 +336,7 @@ def test_run_benchmark_runs_in_interleaved_order(monkeypatch):
 
     monkeypatch.setattr(harness, "run_once", fake_run)
     seen = []  # runs so far, at each on_run call
-    result = harness.run_benchmark(harness.tiny_workload(), ["baseline", "baseline-short", "O1"],
+    result = harness.run_benchmark(catalog.tiny_workload(), ["baseline", "baseline-short", "O1"],
                                    ["float32"], seeds=3, short_ratio=0.5, progress=False, burn_in_fit=False,
                                    on_run=lambda so_far: seen.append(len(so_far["runs"])))
     assert seen == list(range(1, 10))
@@ -309,7 +348,7 @@ def test_run_benchmark_runs_in_interleaved_order(monkeypatch):
     assert [r["order"] for r in result["runs"]] == list(range(9))
     assert all("started" in r and "load_average" in r for r in result["runs"])
     env = result["environment"]
-    for key in ("cpu_model", "date", "finished", "backend", "backend_version", "keras_version",
+    for key in ("cpu_model", "date", "finished", "load_average_finished", "backend", "backend_version", "keras_version",
                 "keras_boost_version", "numpy_version"):
         assert env[key], key
 
@@ -322,7 +361,7 @@ def _run(variant, seed, curve, precision="float32"):
         "variant": variant, "precision": precision, "seed": seed, "epochs": len(curve),
         "steps": 10 * len(curve), "fit_seconds": curve[-1][0] + 1.0, "train_seconds": float(curve[-1][0]),
         "steps_per_second": 10.0, "curve": [[float(t), a] for t, a in curve],
-        "time_to_target": harness.time_to_accuracy(curve, 0.97), "final_accuracy": curve[-1][1],
+        "time_to_target": clock.time_to_accuracy(curve, 0.97), "final_accuracy": curve[-1][1],
     }
 
 
@@ -352,7 +391,7 @@ HAND_RUNS = [
 
 def _hand_result():
     return {
-        "version": harness.RESULT_VERSION,
+        "version": results.RESULT_VERSION,
         "workload": {"name": "hand", "epochs": 4, "batch_size": 32, "learning_rate": 0.1, "target": 0.97,
                      "warmup_epochs": 1.0, "momentum": 0.9, "weight_decay": 5e-4},
         "short_ratio": 0.75,
@@ -365,7 +404,7 @@ def _hand_result():
 def test_training_dataset_is_one_seeded_pipeline_reshuffled_every_pass():
     x = np.arange(10, dtype="float32")[:, None]
     y = np.arange(10, dtype="int32")
-    dataset, steps = harness.training_dataset(x, y, batch_size=4, seed=3)
+    dataset, steps = pipeline.training_dataset(x, y, batch_size=4, seed=3)
     assert steps == 3  # 4 + 4 + a partial batch of 2
 
     def passes(dataset, n):
@@ -376,21 +415,21 @@ def test_training_dataset_is_one_seeded_pipeline_reshuffled_every_pass():
     assert sorted(first) == sorted(second) == list(range(10))  # every pass is one epoch
     assert first != second                                     # reshuffled each pass
     assert [(xb.numpy()[:, 0] == yb.numpy()).all() for xb, yb in dataset.take(steps)] == [True] * 3
-    again, _ = harness.training_dataset(x, y, batch_size=4, seed=3)
+    again, _ = pipeline.training_dataset(x, y, batch_size=4, seed=3)
     assert passes(again, 2) == [first, second]                 # the same order for every variant
-    other, _ = harness.training_dataset(x, y, batch_size=4, seed=4)
+    other, _ = pipeline.training_dataset(x, y, batch_size=4, seed=4)
     assert passes(other, 1)[0] != first
 
 
 def test_training_dataset_without_tensorflow_is_a_seeded_numpy_generator(monkeypatch):
     # A machine without TensorFlow (the GPU check's) gets the same rule from NumPy.
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "tensorflow" else True)
-    assert harness.input_pipeline() == "numpy generator (no TensorFlow)"
+    assert pipeline.input_pipeline() == "numpy generator (no TensorFlow)"
     x = np.arange(10, dtype="float32")[:, None]
     y = np.arange(10, dtype="int32")
 
     def passes(seed, n=2):
-        batches, steps = harness.training_dataset(x, y, batch_size=4, seed=seed)
+        batches, steps = pipeline.training_dataset(x, y, batch_size=4, seed=seed)
         assert steps == 3
         taken = [next(batches) for _ in range(n * steps)]
         assert all((xb[:, 0] == yb).all() for xb, yb in taken)
@@ -403,11 +442,11 @@ def test_training_dataset_without_tensorflow_is_a_seeded_numpy_generator(monkeyp
 
 def test_time_to_accuracy_is_the_first_epoch_reaching_it():
     curve = [[10.0, 0.90], [20.0, 0.95], [30.0, 0.94], [40.0, 0.96]]
-    assert harness.time_to_accuracy(curve, 0.95) == 20.0  # first crossing, not interpolated
-    assert harness.time_to_accuracy(curve, 0.93) == 20.0
-    assert harness.time_to_accuracy(curve, 0.955) == 40.0
-    assert harness.time_to_accuracy(curve, 0.97) is None
-    assert harness.time_to_accuracy(curve, 0.985 - 0.005 + 0.95 - 0.98) == 20.0  # float rounding
+    assert clock.time_to_accuracy(curve, 0.95) == 20.0  # first crossing, not interpolated
+    assert clock.time_to_accuracy(curve, 0.93) == 20.0
+    assert clock.time_to_accuracy(curve, 0.955) == 40.0
+    assert clock.time_to_accuracy(curve, 0.97) is None
+    assert clock.time_to_accuracy(curve, 0.985 - 0.005 + 0.95 - 0.98) == 20.0  # float rounding
 
 
 def test_spread_and_beats():
@@ -486,7 +525,7 @@ def test_paired_against_the_short_baseline_pairs_only_the_boost_variants():
     assert o1["accuracy_difference"] == pytest.approx([0.1, 0.2, -0.6])
     table = report.markdown_table(_hand_result())
     assert "| variant | precision | seeds | train time × baseline-short |" in table
-    assert "| O1 | float32 | 3 | 0.88 [0.86, 1] | 0.67 [0, not reached] | 0.1 [-0.6, 0.2] |" in table
+    assert "| O1 | float32 | 3 | 0.88 [0.86, 1] | 0.67 [ref. never, not reached] | 0.1 [-0.6, 0.2] |" in table
     with pytest.raises(ValueError, match="reference must be 'baseline' or 'baseline-short', got 'O1'"):
         report.paired(_hand_result(), reference="O1")
 
@@ -527,6 +566,28 @@ def test_markdown_table_rows(tmp_path):
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 20000
 
 
+def test_quick_table_keeps_the_essential_columns():
+    table = report.quick_table(_hand_result())
+    assert table.splitlines()[0] == ("| variant | final acc. | train time (s) | × baseline | "
+                                     "time to base -0.5pt (s) | beats short |")
+    assert "| O1 | 0.981 [0.975, 0.983] | 30 [29, 31] | 0.68 | 31 [20, not reached] | yes |" in table
+    assert "| less_bn | 0.99 | 40 | 0.91 | 40 | no |" in table
+    assert "| adasum | skipped: not implemented |" in table
+
+
+def test_verdict_says_what_it_found_and_how_sure_it_is():
+    result = _hand_result()
+    result["environment"].update(load_average=[1.5, 1.0, 0.5], load_average_finished=[3.25, 2.0, 1.0])
+    line = report.verdict(result)
+    assert "\n" not in line and line.startswith("Verdict: O1 trained in 0.68x the baseline's time and ended "
+                                                "-0.4 points from its final accuracy and beat baseline-short; ")
+    assert "less_bn trained in 0.91x the baseline's time and ended +0.5 points from its final accuracy but did " \
+           "not beat baseline-short; " in line and "adasum was skipped" in line
+    assert "3 seeds, load average 1.5 -> 3.2 on 2 CPUs: a first look" in line and "--seeds 5" in line
+    result["runs"] += [{**run, "seed": run["seed"] + 3} for run in copy.deepcopy(HAND_RUNS)[:-1]]
+    assert "6 seeds, load average" in report.verdict(result) and "first look" not in report.verdict(result)
+
+
 def test_median_curve():
     curves = [[[10, 0.9], [20, 0.95]], [[12, 0.8], [22, 0.97]], [[11, 0.85], [21, 0.96]]]
     assert report.median_curve(curves) == ([11, 21], [0.85, 0.96], [0.8, 0.95], [0.9, 0.97])
@@ -535,11 +596,11 @@ def test_median_curve():
 def test_cli_rerenders_a_saved_result(tmp_path, capsys):
     path = tmp_path / "bench_hand_tensorflow.json"
     report.write_json(_hand_result(), str(path))
-    cli.run(["--report", str(path), "--accuracy-drop", "0.01"])
+    _bench(["--report", str(path), "--accuracy-drop", "0.01"])
     table = (tmp_path / "bench_hand_tensorflow.md").read_text()
     assert "float32 0.9750" in table and (tmp_path / "bench_hand_tensorflow.png").exists()
     with pytest.raises(SystemExit, match="Cannot read the result"):
-        cli.run(["--report", str(tmp_path / "missing.json")])
+        _bench(["--report", str(tmp_path / "missing.json")])
 
 
 # --- the realistic workload ---------------------------------------------------------
@@ -552,11 +613,11 @@ def assert_same_inference(model, plain, x):
 
 
 def test_realistic_workload_definition():
-    workload = harness.realistic_workload()
+    workload = catalog.realistic_workload()
     (x, _), (x_test, _) = workload.data()
     steps = workload.epochs * math.ceil(len(x) / workload.batch_size)
     assert steps >= 2000
-    total, warmup = harness.schedule_steps(workload, workload.epochs, math.ceil(len(x) / workload.batch_size))
+    total, warmup = schedule.schedule_steps(workload, workload.epochs, math.ceil(len(x) / workload.batch_size))
     assert total == steps and 0 < warmup < total
     model = workload.build(0)
     found = boost.surgery.find_less_bn(model)
@@ -570,7 +631,7 @@ def test_realistic_workload_definition():
 
 
 def test_quickstart_augmented_is_the_quickstart_model_with_the_realistic_recipe():
-    augmented, quickstart, realistic = (harness.WORKLOADS[name]() for name in
+    augmented, quickstart, realistic = (catalog.WORKLOADS[name]() for name in
                                         ("quickstart-augmented", "quickstart", "realistic"))
     for field in ("epochs", "batch_size", "learning_rate", "warmup_epochs", "momentum", "weight_decay"):
         assert getattr(augmented, field) == getattr(realistic, field), field
@@ -582,16 +643,16 @@ def test_quickstart_augmented_is_the_quickstart_model_with_the_realistic_recipe(
 
 
 def test_workload_and_schedule_validation():
-    build, data = harness.tiny_workload().build, harness.tiny_workload().data
+    build, data = catalog.tiny_workload().build, catalog.tiny_workload().data
     with pytest.raises(ValueError, match=r"warmup_epochs must be in \[0, epochs=3\), got 3"):
-        harness.Workload("w", build, data, epochs=3, warmup_epochs=3)
+        recipe.Workload("w", build, data, epochs=3, warmup_epochs=3)
     with pytest.raises(ValueError, match="batch_size must be an int >= 1, got 0"):
-        harness.Workload("w", build, data, batch_size=0)
+        recipe.Workload("w", build, data, batch_size=0)
     with pytest.raises(ValueError, match="target must be an accuracy in \\[0, 1\\], got 93"):
-        harness.Workload("w", build, data, target=93)
-    workload = harness.Workload("w", build, data, epochs=10, warmup_epochs=1.0)
-    assert harness.schedule_steps(workload, 10, 100) == (1000, 100)
-    assert harness.schedule_steps(workload, 8, 100, 0.8) == (800, 80)  # warmup rescaled too
+        recipe.Workload("w", build, data, target=93)
+    workload = recipe.Workload("w", build, data, epochs=10, warmup_epochs=1.0)
+    assert schedule.schedule_steps(workload, 10, 100) == (1000, 100)
+    assert schedule.schedule_steps(workload, 8, 100, 0.8) == (800, 80)  # warmup rescaled too
     with pytest.raises(ValueError, match="seeds must be an int >= 1, got 0"):
         harness.run_benchmark(workload, ["baseline"], ["float32"], seeds=0, progress=False)
 
@@ -619,33 +680,33 @@ def _dense_fine_tune_workload(epochs=5, fine_tune_epochs=3, **kwargs):
         y = (x[:, 0] > 0).astype("int32") + (x[:, 1] > 0).astype("int32")
         return (x[:48], y[:48]), (x[48:], y[48:])
 
-    fine_tune = harness.FineTune(fine_tune_epochs, 0.01, ["top"], **kwargs)
-    return harness.Workload("dense-fine-tune", build, data, epochs=epochs, batch_size=16, learning_rate=0.1,
+    fine_tune = recipe.FineTune(fine_tune_epochs, 0.01, ["top"], **kwargs)
+    return recipe.Workload("dense-fine-tune", build, data, epochs=epochs, batch_size=16, learning_rate=0.1,
                             target=0.5, fine_tune=fine_tune)
 
 
 def test_fine_tune_validation_names_the_bad_value():
-    build, data = harness.tiny_workload().build, harness.tiny_workload().data
+    build, data = catalog.tiny_workload().build, catalog.tiny_workload().data
     with pytest.raises(ValueError, match="FineTune epochs must be an int >= 1, got 0"):
-        harness.FineTune(0, 0.01, ["top"])
+        recipe.FineTune(0, 0.01, ["top"])
     with pytest.raises(ValueError, match="FineTune learning_rate must be > 0, got -1"):
-        harness.FineTune(1, -1, ["top"])
+        recipe.FineTune(1, -1, ["top"])
     with pytest.raises(ValueError, match="FineTune layers must be a non-empty sequence of layer names, got 'top'"):
-        harness.FineTune(1, 0.01, "top")
+        recipe.FineTune(1, 0.01, "top")
     with pytest.raises(ValueError, match=r"FineTune warmup_epochs must be in \[0, epochs=2\), got 2"):
-        harness.FineTune(2, 0.01, ["top"], warmup_epochs=2)
-    fine_tune = harness.FineTune(3, 0.01, ["top"])
+        recipe.FineTune(2, 0.01, ["top"], warmup_epochs=2)
+    fine_tune = recipe.FineTune(3, 0.01, ["top"])
     with pytest.raises(ValueError, match="epochs=3 must exceed fine_tune.epochs=3: the first phase"):
-        harness.Workload("w", build, data, epochs=3, fine_tune=fine_tune)
+        recipe.Workload("w", build, data, epochs=3, fine_tune=fine_tune)
     with pytest.raises(ValueError, match=r"warmup_epochs must be in \[0, the first phase's 2 epochs\), got 2"):
-        harness.Workload("w", build, data, epochs=5, warmup_epochs=2, fine_tune=fine_tune)
+        recipe.Workload("w", build, data, epochs=5, warmup_epochs=2, fine_tune=fine_tune)
     with pytest.raises(TypeError, match="fine_tune must be None or a FineTune, got 3"):
-        harness.Workload("w", build, data, fine_tune=3)
+        recipe.Workload("w", build, data, fine_tune=3)
     model = _dense_fine_tune_workload().build(0)
     with pytest.raises(ValueError, match=r"'nope' is not a layer of model 'dense_fine_tune'; its layers: \["):
-        harness.FineTune(1, 0.01, ["top"], base="nope").unfreeze(model)
+        recipe.FineTune(1, 0.01, ["top"], base="nope").unfreeze(model)
     with pytest.raises(ValueError, match=r"layers \['topp'\] are not layers of base 'base'; its layers: \["):
-        harness.FineTune(1, 0.01, ["topp"]).unfreeze(model)
+        recipe.FineTune(1, 0.01, ["topp"]).unfreeze(model)
 
 
 def test_fine_tune_unfreezes_only_its_layers_of_the_base():
@@ -659,13 +720,13 @@ def test_fine_tune_unfreezes_only_its_layers_of_the_base():
 
 def test_phase_epochs_rescale_both_phases():
     workload = _dense_fine_tune_workload(epochs=10, fine_tune_epochs=6)
-    assert harness.phase_epochs(workload) == [4, 6]
-    assert harness.phase_epochs(workload, 0.8) == [3, 5]  # 8 epochs; round(4.8) = 5 fine-tuning
-    assert harness.phase_epochs(workload, 0.2) == [1, 1]
-    assert harness.phase_epochs(_dense_fine_tune_workload(epochs=5, fine_tune_epochs=4), 0.5) == [1, 1]
-    assert harness.phase_epochs(harness.tiny_workload()) == [2]
+    assert schedule.phase_epochs(workload) == [4, 6]
+    assert schedule.phase_epochs(workload, 0.8) == [3, 5]  # 8 epochs; round(4.8) = 5 fine-tuning
+    assert schedule.phase_epochs(workload, 0.2) == [1, 1]
+    assert schedule.phase_epochs(_dense_fine_tune_workload(epochs=5, fine_tune_epochs=4), 0.5) == [1, 1]
+    assert schedule.phase_epochs(catalog.tiny_workload()) == [2]
     with pytest.raises(ValueError, match="would train 1 epoch, too few for its two phases"):
-        harness.phase_epochs(workload, 0.1)
+        schedule.phase_epochs(workload, 0.1)
     with pytest.raises(ValueError, match="too few for its two phases"):  # before any run
         harness.run_benchmark(workload, ["baseline-short"], ["float32"], short_ratio=0.1, progress=False)
 
@@ -674,7 +735,7 @@ def test_two_phase_runs_record_one_point_per_epoch_and_merge_from_json():
     workload = _dense_fine_tune_workload(warmup_epochs=1.0)
     kwargs = dict(progress=False, burn_in_fit=False, short_ratio=0.6)
     result = harness.run_benchmark(workload, ["baseline", "baseline-short"], ["float32"], **kwargs)
-    harness.validate_result(result)
+    results.validate_result(result)
     runs = {r["variant"]: r for r in result["runs"]}
     assert runs["baseline"]["phases"] == [2, 3] and runs["baseline-short"]["phases"] == [1, 2]
     for run in runs.values():
@@ -684,9 +745,9 @@ def test_two_phase_runs_record_one_point_per_epoch_and_merge_from_json():
     # The recipe in JSON types: a result read back merges with a new one.
     assert result["workload"]["fine_tune"] == {"epochs": 3, "learning_rate": 0.01, "layers": ["top"],
                                                "base": "base", "warmup_epochs": 1.0}
-    assert "fine_tune" not in harness.workload_record(harness.tiny_workload())
+    assert "fine_tune" not in results.workload_record(catalog.tiny_workload())
     later = harness.run_benchmark(workload, ["baseline"], ["float32"], first_seed=1, **kwargs)
-    merged = harness.merge_results(json.loads(json.dumps(result)), later)
+    merged = results.merge_results(json.loads(json.dumps(result)), later)
     assert [(r["variant"], r["seed"]) for r in merged["runs"]] == [
         ("baseline", 0), ("baseline-short", 0), ("baseline", 1)]
 
@@ -739,7 +800,7 @@ def test_precision_bench_times_every_policy_and_refuses_bad_arguments(capsys):
     from benchmarks import precision as precision_bench
 
     args = precision_bench.parse_args(["--steps", "1", "--repeats", "1"])
-    measured = precision_bench.precision_step_times(harness.tiny_workload(), args)
+    measured = precision_bench.precision_step_times(catalog.tiny_workload(), args)
     assert set(measured["ratio_to_float32"]) == {"float32", "mixed_float16", "mixed_bfloat16"}
     assert measured["ratio_to_float32"]["float32"] == 1.0
     assert all(t > 0 for t in measured["median_seconds_per_step"].values())
@@ -763,21 +824,21 @@ def test_first_seed_and_merging_results(monkeypatch):
 
     monkeypatch.setattr(harness, "run_once", fake_run)
     kwargs = dict(progress=False, burn_in_fit=False)
-    first = harness.run_benchmark(harness.tiny_workload(), ["baseline", "O1"], ["float32"], seeds=2, **kwargs)
-    later = harness.run_benchmark(harness.tiny_workload(), ["baseline", "O1"], ["float32"], seeds=1,
+    first = harness.run_benchmark(catalog.tiny_workload(), ["baseline", "O1"], ["float32"], seeds=2, **kwargs)
+    later = harness.run_benchmark(catalog.tiny_workload(), ["baseline", "O1"], ["float32"], seeds=1,
                                   first_seed=2, **kwargs)
-    merged = harness.merge_results(first, later)
+    merged = results.merge_results(first, later)
     assert [(r["variant"], r["seed"], r["order"]) for r in merged["runs"]] == [
         ("baseline", 0, 0), ("O1", 0, 1), ("O1", 1, 2), ("baseline", 1, 3), ("baseline", 2, 4), ("O1", 2, 5)]
     assert merged["environment"]["appended"] == [later["environment"]]
     assert first["runs"][-1]["order"] == 3  # the inputs are not changed
     with pytest.raises(ValueError, match=r"Both results hold the runs \[\('O1', 'float32', 0\)"):
-        harness.merge_results(first, first)
+        results.merge_results(first, first)
     other = {**later, "short_ratio": 0.5}
     with pytest.raises(ValueError, match="'short_ratio' differ: 0.8 vs 0.5"):
-        harness.merge_results(first, other)
+        results.merge_results(first, other)
     with pytest.raises(ValueError, match="first_seed must be an int >= 0, got -1"):
-        harness.run_benchmark(harness.tiny_workload(), ["baseline"], ["float32"], first_seed=-1, **kwargs)
+        harness.run_benchmark(catalog.tiny_workload(), ["baseline"], ["float32"], first_seed=-1, **kwargs)
 
 
 def test_freeze_bench_schedule_mean_ratio():

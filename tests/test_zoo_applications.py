@@ -6,13 +6,15 @@ import keras
 import numpy as np
 import pytest
 
-from keras_boost.bench import harness
+from keras_boost.bench import catalog
+from keras_boost.bench import training
+from keras_boost.bench import workloads
 from keras_boost.bench.zoo import applications
 
 
 def test_colored_digits_are_rgb_images_in_range_with_the_mnist_labels():
     (x, y), (x_test, y_test) = applications.colored_digits()
-    (_, mnist_y), (_, mnist_y_test) = harness.mnist_data()
+    (_, mnist_y), (_, mnist_y_test) = workloads.mnist_data()
     assert x.shape == (4000, 32, 32, 3) and x_test.shape == (1000, 32, 32, 3)
     assert x.dtype == np.float32 and -1.0 <= x.min() and x.max() <= 1.0
     np.testing.assert_array_equal(y, mnist_y)
@@ -52,9 +54,9 @@ def test_unknown_application_names_the_valid_ones():
 
 def test_the_zoo_registers_the_applications_workloads():
     for name in ("applications", "applications-efficientnetb0", "applications-resnet50v2"):
-        workload = harness.WORKLOADS[name]()
+        workload = catalog.WORKLOADS[name]()
         assert workload.name == name
-    assert harness.WORKLOADS["applications"]().build.args == ("MobileNetV2",)
+    assert catalog.WORKLOADS["applications"]().build.args == ("MobileNetV2",)
     # Each application trains at its own peak rate (EfficientNetB0's is lower).
     assert {name: applications.applications_workload(name).learning_rate
             for name in applications.APPLICATIONS} == applications.LEARNING_RATES
@@ -73,8 +75,8 @@ def _tiny(workload):
 @pytest.mark.parametrize("variant", ["baseline", "O1"])
 def test_the_applications_workload_trains_and_is_deterministic_per_seed(variant):
     workload = _tiny(applications.applications_workload())
-    first = harness.run_once(workload, variant, "float32", seed=0)
-    again = harness.run_once(workload, variant, "float32", seed=0)
+    first = training.run_once(workload, variant, "float32", seed=0)
+    again = training.run_once(workload, variant, "float32", seed=0)
     assert first["epochs"] == 2 and first["steps"] == 4
     assert np.all(np.isfinite([accuracy for _, accuracy in first["curve"]]))
     assert [a for _, a in first["curve"]] == [a for _, a in again["curve"]]

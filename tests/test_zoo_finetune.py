@@ -2,7 +2,7 @@
 
 A base pretrained inside the bench on the digits 0-4 (cached per seed),
 frozen under a new head for the digits 5-9 (phase 1), then its top blocks
-unfrozen and fine-tuned (phase 2), through `harness.run_once` as plain
+unfrozen and fine-tuned (phase 2), through `training.run_once` as plain
 Keras and at O1: each phase trains exactly what plain Keras trains, the
 curve runs on across the phases, `baseline-short` shortens both, and a
 seed gives the same run twice.
@@ -17,7 +17,10 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
-from keras_boost.bench import harness
+from keras_boost.bench import catalog
+from keras_boost.bench import results
+from keras_boost.bench import schedule
+from keras_boost.bench import training
 from keras_boost.bench import zoo
 from keras_boost.bench.recipe import FineTune
 from keras_boost.bench.zoo import finetune
@@ -65,7 +68,7 @@ def _recorded_run(variant, seed=0, short_ratio=0.7, **overrides):
     workload = dataclasses.replace(workload, build=build, fine_tune=recording)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # LessBN's note on the pretrained BNs it keeps
-        record = harness.run_once(workload, variant, "float32", seed, short_ratio)
+        record = training.run_once(workload, variant, "float32", seed, short_ratio)
     (model, after_first, iterations, learning_rate), = recording.seen
     record["phase1_end"] = dict(iterations=iterations, learning_rate=learning_rate)
     return record, built[0], after_first, model
@@ -90,16 +93,16 @@ def test_digit_tasks_split_the_digits_in_two_five_class_tasks():
 
 
 def test_the_workload_is_keras_ios_recipe_and_is_registered():
-    workload = harness.WORKLOADS["finetune"]()
+    workload = catalog.WORKLOADS["finetune"]()
     assert zoo.WORKLOADS["finetune"] is finetune.finetune_workload
     assert (workload.epochs, workload.fine_tune.epochs, workload.batch_size) == (12, 8, 32)
     assert workload.fine_tune.learning_rate == workload.learning_rate / 10
-    assert harness.phase_epochs(workload) == [4, 8] and harness.phase_epochs(workload, 0.75) == [3, 6]
+    assert schedule.phase_epochs(workload) == [4, 8] and schedule.phase_epochs(workload, 0.75) == [3, 6]
     # Every layer phase 2 unfreezes is a convolution of the base (no BN).
     base, _ = finetune._base_and_classifier(0, 16, (2, 2, 2))
     layers = [base.get_layer(name) for name in workload.fine_tune.layers]
     assert all(isinstance(layer, keras.layers.Conv2D) for layer in layers) and len(layers) == 7
-    assert harness.workload_record(workload)["fine_tune"]["layers"] == list(workload.fine_tune.layers)
+    assert results.workload_record(workload)["fine_tune"]["layers"] == list(workload.fine_tune.layers)
 
 
 def test_top_block_convs_from_the_top_down_and_bad_count():
@@ -164,7 +167,7 @@ def test_the_curve_runs_on_across_the_phases(variant):
     times = [t for t, _ in record["curve"]]
     assert len(times) == record["epochs"] == 3 and times == sorted(times) and len(set(times)) == 3
     assert record["train_seconds"] == times[-1] <= record["fit_seconds"]
-    harness.validate_result({"version": harness.RESULT_VERSION, "workload": {}, "environment": {},
+    results.validate_result({"version": results.RESULT_VERSION, "workload": {}, "environment": {},
                              "runs": [record]})
     steps = math.ceil(TINY["samples"] / 32)
     # Phase 1's own schedule ran to its end (cosine decayed to 0).
@@ -177,8 +180,8 @@ def test_the_curve_runs_on_across_the_phases(variant):
 
 def test_baseline_short_rescales_both_phases():
     workload = finetune.finetune_workload(**{**TINY, "epochs": 5, "fine_tune_epochs": 3})
-    assert harness.phase_epochs(workload) == [2, 3]
-    assert harness.phase_epochs(workload, 0.6) == [1, 2]  # 3 epochs: round(3 x 0.6) = 2 fine-tuning
+    assert schedule.phase_epochs(workload) == [2, 3]
+    assert schedule.phase_epochs(workload, 0.6) == [1, 2]  # 3 epochs: round(3 x 0.6) = 2 fine-tuning
     record, _, _, model = _recorded_run("baseline-short", short_ratio=0.6, epochs=5, fine_tune_epochs=3)
     assert record["phases"] == [1, 2] and len(record["curve"]) == 3
     steps = math.ceil(TINY["samples"] / 32)
@@ -214,13 +217,14 @@ def test_freezing_groups_the_unfrozen_top_of_a_nested_base_input_first():
 
 
 def test_quick_and_epochs_rescale_both_phases():
+    import keras_boost_cli
     from keras_boost.bench import cli
 
     workload = finetune.finetune_workload()
-    quick = cli._load_workload(cli.parse_args(["--workload", "finetune", "--quick"]))
-    assert quick.epochs == 5 and harness.phase_epochs(quick) == [2, 3]
+    quick = cli._load_workload(keras_boost_cli.parse_args(["--workload", "finetune", "--quick"]))
+    assert quick.epochs == 5 and schedule.phase_epochs(quick) == [2, 3]
     assert quick.warmup_epochs <= 1 and quick.fine_tune.warmup_epochs <= 1.5
-    assert harness.phase_epochs(workload.with_epochs(6)) == [2, 4]
+    assert schedule.phase_epochs(workload.with_epochs(6)) == [2, 4]
     assert workload.with_epochs(workload.epochs) is workload
     with pytest.raises(SystemExit, match="needs epochs >= 2"):
-        cli._load_workload(cli.parse_args(["--workload", "finetune", "--epochs", "1"]))
+        cli._load_workload(keras_boost_cli.parse_args(["--workload", "finetune", "--epochs", "1"]))

@@ -4,7 +4,7 @@
 the class of the first of two keywords (plus the asked label noise), its
 padding trails; `text_transformer` is identical for equal seeds, trains
 every weight, saves and reloads; the workload is registered and trains
-through `harness.run_once`, the same run for the same seed.
+through `training.run_once`, the same run for the same seed.
 """
 
 import dataclasses
@@ -16,7 +16,9 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
-from keras_boost.bench import harness
+from keras_boost.bench import catalog
+from keras_boost.bench import results
+from keras_boost.bench import training
 from keras_boost.bench import zoo
 from keras_boost.bench.zoo import transformer
 from keras_boost.datasets import token_task
@@ -173,7 +175,7 @@ def _tiny(workload):
 
 
 def test_the_workload_is_registered_with_its_recipe():
-    workload = harness.WORKLOADS["transformer"]()
+    workload = catalog.WORKLOADS["transformer"]()
     assert zoo.WORKLOADS["transformer"] is transformer.transformer_workload
     assert (workload.name, workload.optimizer, workload.epochs, workload.batch_size) == (
         "transformer", "adamw", 10, 64)
@@ -194,11 +196,11 @@ def test_the_workload_trains_through_run_once_the_same_for_a_seed():
         return built[-1]
 
     workload = dataclasses.replace(workload, build=build)
-    record = harness.run_once(workload, "baseline", "float32", seed=0)
+    record = training.run_once(workload, "baseline", "float32", seed=0)
     assert (record["epochs"], record["steps"], record["warmup_steps"]) == (2, 8, 4)
-    harness.validate_result({"version": harness.RESULT_VERSION, "workload": harness.workload_record(workload),
+    results.validate_result({"version": results.RESULT_VERSION, "workload": results.workload_record(workload),
                              "environment": {}, "runs": [record]})
-    again = harness.run_once(workload, "baseline", "float32", seed=0)
+    again = training.run_once(workload, "baseline", "float32", seed=0)
     assert [a for _, a in again["curve"]] == [a for _, a in record["curve"]]
     first, second = _values(built[0]), _values(built[1])
     assert all(np.array_equal(first[p], second[p]) for p in first)  # the same trained weights
@@ -210,8 +212,8 @@ def test_the_workload_trains_at_o1_and_in_mixed_bfloat16():
     with warnings.catch_warnings():
         # The level's LessBN and fused BN find no BatchNormalization here.
         warnings.simplefilter("ignore", boost.NoEffectWarning)
-        record = harness.run_once(workload, "O1", "float32", seed=0)
+        record = training.run_once(workload, "O1", "float32", seed=0)
     assert "skipped" not in record and record["steps"] == 8
     assert record["freeze_depths"] is not None  # O1's gradient freezing planned this model
-    record = harness.run_once(workload, "baseline", "mixed_bfloat16", seed=0)
+    record = training.run_once(workload, "baseline", "mixed_bfloat16", seed=0)
     assert 0.0 <= record["final_accuracy"] <= 1.0

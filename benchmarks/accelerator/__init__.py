@@ -3,7 +3,7 @@
 Issue 30, item 4: one prepared script that a session lent a GPU runs in one
 call of the device tool, inside a hard wall-clock budget. On each backend it
 runs, for each zoo workload (`applications`, `transformer`, `finetune`:
-looked up in `keras_boost.bench.harness.WORKLOADS` at run time; one not
+looked up in `keras_boost.bench.catalog.WORKLOADS` at run time; one not
 registered is recorded as skipped) and each precision (`float32`,
 `mixed_bfloat16`):
 
@@ -22,7 +22,7 @@ registered is recorded as skipped) and each precision (`float32`,
    step at the start of a run: its freeze planner sees fits of `--steps`
    steps and traces a frozen depth only where that pays back within them.
 2. **Time to accuracy**, if the budget remains: one seed of `baseline`
-   and `O1` through `keras_boost.bench.harness.run_once` on the workload
+   and `O1` through `keras_boost.bench.training.run_once` on the workload
    shortened to `--tta-epochs` epochs (`Workload.with_epochs`: the
    schedule and a fine-tuning workload's phases rescaled), compiled as the
    harness compiles (`jit_compile="auto"`), the variant that runs first

@@ -24,16 +24,17 @@ def tta_estimate(unit, short):
 
 
 def time_to_accuracy_unit(short, precision, seed, order=VARIANTS):
-    """`baseline` and `O1` (in `order`) through `harness.run_once` on the shortened workload; returns the record."""
+    """`baseline` and `O1` (in `order`) through `training.run_once` on the shortened workload; returns the record."""
     import keras
 
-    from keras_boost.bench import harness
+    from keras_boost.bench import clock
+    from keras_boost.bench import training
 
     started = time.monotonic()
     record = {"workload": short.name, "precision": precision, "seed": seed, "epochs": short.epochs,
               "target": short.target, "order": list(order), "runs": {}}
     for variant in order:
-        run = harness.run_once(short, variant, precision, seed)
+        run = training.run_once(short, variant, precision, seed)
         record["runs"][variant] = run
         if "skipped" in run:
             print(f"  {variant}: skipped: {run['skipped']}", flush=True)
@@ -45,7 +46,7 @@ def time_to_accuracy_unit(short, precision, seed, order=VARIANTS):
     runs = record["runs"]
     if not any("skipped" in run for run in runs.values()):
         common = min(run["final_accuracy"] for run in runs.values())
-        times = {v: harness.time_to_accuracy(run["curve"], common) for v, run in runs.items()}
+        times = {v: clock.time_to_accuracy(run["curve"], common) for v, run in runs.items()}
         record.update(
             common_accuracy=common, time_to_common=times,
             speedup_to_common=times["baseline"] / times["O1"] if times["O1"] else None,

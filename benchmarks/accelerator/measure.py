@@ -19,12 +19,12 @@ def measure(args):
     """The step-time units, then the time-to-accuracy units, inside the budget (a generator)."""
     import keras
 
-    from keras_boost.bench import harness
+    from keras_boost.bench.pipeline import input_pipeline
 
     backend = keras.backend.backend()
     output = args.output.format(backend=backend) if args.output else None
     budget = Budget(args.budget, path=output)
-    pipeline = harness.input_pipeline()
+    pipeline = input_pipeline()
     accelerator = accelerator_record(backend)
     print(f"device: {accelerator['device']} | budget {args.budget:.0f} s ({budget.left():.0f} s left) | "
           f"input {pipeline}", flush=True)

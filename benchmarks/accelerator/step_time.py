@@ -37,7 +37,8 @@ def build_pair(workload, seed, jit_compile):
     import keras
 
     import keras_boost as boost
-    from keras_boost.bench import harness
+    from keras_boost.bench import training
+    from keras_boost.bench import variants
 
     fine_tune = workload.fine_tune
     learning_rate = fine_tune.learning_rate if fine_tune is not None else workload.learning_rate
@@ -47,7 +48,7 @@ def build_pair(workload, seed, jit_compile):
         model = workload.build(seed)
         optimizer = _optimizer(workload, workload.learning_rate)
         if name == "O1":
-            level, config = harness.variant_spec("O1")
+            level, config = variants.variant_spec("O1")
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", boost.config.BoostConfigWarning)
                 processed, optimizer = boost.AutoBoost(level, config).network_auto_process_train(model, optimizer)
@@ -55,7 +56,7 @@ def build_pair(workload, seed, jit_compile):
         if fine_tune is not None:
             fine_tune.unfreeze(model)
             optimizer = _optimizer(workload, learning_rate)
-        model.compile(optimizer=optimizer, loss=harness.LOSS, jit_compile=jit_compile)
+        model.compile(optimizer=optimizer, loss=training.LOSS, jit_compile=jit_compile)
         models[name] = model
     return models
 

@@ -13,12 +13,12 @@ def find_workload(name, samples=None):
     `finetune` workload: its pretraining too) is asked for that small
     version.
     """
-    from keras_boost.bench import harness
+    from keras_boost.bench import catalog
 
-    factory = harness.WORKLOADS.get(name)
+    factory = catalog.WORKLOADS.get(name)
     if factory is None:
-        return None, (f"workload {name!r} is not registered in keras_boost.bench.harness.WORKLOADS "
-                      f"(registered: {', '.join(sorted(harness.WORKLOADS))})")
+        return None, (f"workload {name!r} is not registered in keras_boost.bench.catalog.WORKLOADS "
+                      f"(registered: {', '.join(sorted(catalog.WORKLOADS))})")
     if samples is not None and "samples" in inspect.signature(factory).parameters:
         return factory(samples=samples), None
     return factory(), None

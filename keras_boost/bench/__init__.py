@@ -2,13 +2,20 @@
 
 - `keras_boost.bench.workloads`: the models and data the examples, tests and
   benchmarks share (`residual_cnn`, `mnist_data`).
-- `keras_boost.bench.harness` / `report` / `cli`: `keras-boost bench` (or
-  `python -m keras_boost.bench bench`), time to accuracy of every algorithm and
-  level against a tuned and a rescaled-shorter baseline, runs interleaved
-  over seeds; reports medians with min-max spreads, the time to the
-  baseline's accuracy minus half a point, and a Pareto plot. Workloads:
-  `quickstart`, `resnet`, `realistic` (ResNet-20, 2,000 steps with
-  augmentation; `harness.realistic_workload`) and `tiny` (for tests).
+- `keras-boost bench` (or `python -m keras_boost.bench`): time to accuracy
+  of every algorithm and level against a tuned and a rescaled-shorter
+  baseline, runs interleaved over seeds; reports medians with min-max
+  spreads, the time to the baseline's accuracy minus half a point, and a
+  Pareto plot. One module per concept:
+  - `catalog`: the named workloads (`quick`, `quickstart`, `resnet`,
+    `realistic`: ResNet-20, 2,000 steps with augmentation, `tiny` for
+    tests, and the `zoo`'s); `recipe`: `Workload`, `FineTune`;
+  - `variants`: what each variant name trains;
+  - `training`: one timed run (`run_once`), with `schedule` (its length and
+    learning rate), `pipeline` (its input) and `clock` (what it measures);
+  - `harness`: the interleaved run of every (variant, precision, seed);
+  - `results`: the result's JSON layout; `report`: its tables, verdict and plot;
+  - `cli`: the command (parsed by the console script `keras_boost_cli`).
 
 The per-algorithm measurement scripts (step time per freeze depth, the
 overhead of `BoostModel`, AdaSum on N replicas, ...) live outside the package,

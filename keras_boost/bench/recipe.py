@@ -1,7 +1,7 @@
 """The recipe of a benchmark workload: model factory, data and training schedule.
 
-`Workload` is the unit `keras-boost bench` runs (`keras_boost.bench.harness`);
-the workloads themselves live in `harness` (the MNIST CNNs) and in
+`Workload` is the unit `keras-boost bench` runs (`keras_boost.bench.training`);
+the workloads themselves live in `keras_boost.bench.catalog` (the MNIST CNNs) and in
 `keras_boost.bench.zoo` (the models users bring). A `FineTune` makes a
 workload a two-phase transfer-learning run (keras.io's flow: train a new
 head on a frozen base, then unfreeze the top of the base and fine-tune).

@@ -11,7 +11,7 @@ Besides the workload's fixed target it measures, for each precision, the
 time to **the baseline's median final accuracy minus 0.5 point**
 (`accuracy_drop`), the accuracy a speed-up may give up, and that time as a
 ratio to the baseline's own time to it. Times to an accuracy follow
-`harness.time_to_accuracy`: the training time at the end of the first epoch
+`clock.time_to_accuracy`: the training time at the end of the first epoch
 whose test accuracy reaches it, not interpolated between evaluations.
 
 A variant **beats `baseline-short`** (the baseline trained for fewer
@@ -41,18 +41,23 @@ import math
 import statistics
 
 from keras_boost.atomic_write import atomic_write
-from keras_boost.bench.harness import time_to_accuracy
-from keras_boost.bench.harness import validate_result
+from keras_boost.bench.clock import time_to_accuracy
+from keras_boost.bench.results import validate_result
+from keras_boost.bench.variants import PLAIN_VARIANTS
 
 __all__ = [
-    "ACCURACY_DROP", "beats", "load_json", "markdown_table", "median_curve", "paired", "plot", "spread",
-    "summarize", "write_json",
+    "ACCURACY_DROP", "REAL_COMPARISON_SEEDS", "beats", "load_json", "markdown_table", "median_curve", "paired",
+    "plot", "quick_table", "spread", "summarize", "verdict", "write_json",
 ]
 
 # The baseline's median final accuracy minus this is the accuracy that
 # "time to the baseline's accuracy" measures (0.5 point).
 ACCURACY_DROP = 0.005
 _EPS = 1e-9
+# "beats short baseline": "—" for the baselines themselves.
+_BEATS = {None: "—", True: "yes", False: "no"}
+# Fewer seeds than this make the verdict say it is a first look only.
+REAL_COMPARISON_SEEDS = 5
 
 
 def write_json(result, path):
@@ -285,13 +290,18 @@ def _number(value, digits):
     return f"{value:.{digits}g}"
 
 
-def _format_spread(stats, digits=3):
+def _format_spread(stats, digits=3, number=_number):
     """`median [min, max]`, or the value alone for one seed."""
     if stats is None:
         return "n/a"
     if stats["min"] == stats["max"]:
-        return _number(stats["median"], digits)
-    return f"{_number(stats['median'], digits)} [{_number(stats['min'], digits)}, {_number(stats['max'], digits)}]"
+        return number(stats["median"], digits)
+    return f"{number(stats['median'], digits)} [{number(stats['min'], digits)}, {number(stats['max'], digits)}]"
+
+
+def _paired_time_ratio(value, digits):
+    """A paired ratio of times to the threshold: 0 means only the reference never reached it."""
+    return "ref. never" if value == 0 else _number(value, digits)
 
 
 def _format_ratio(value):
@@ -308,7 +318,8 @@ def _paired_table(pairs, accuracy_drop):
     lines = [
         "",
         f"Paired with the {reference} run of the same seed (same initial weights, augmentations and "
-        "batch order): median [min, max] over the seeds both ran.",
+        "batch order): median [min, max] over the seeds both ran; \"ref. never\": only the "
+        f"{reference} run never reached the accuracy.",
         "",
         f"| variant | precision | seeds | train time × {reference} | time to base -{accuracy_drop * 100:g}pt "
         f"× {reference}'s | final acc. − {reference} (points) |",
@@ -318,7 +329,7 @@ def _paired_table(pairs, accuracy_drop):
         lines.append(
             f"| {row['variant']} | {row['precision']} | {len(row['seeds'])} | "
             f"{_format_spread(row['time_ratio_spread'], 2)} | "
-            f"{_format_spread(row['threshold_time_ratio_spread'], 2)} | "
+            f"{_format_spread(row['threshold_time_ratio_spread'], 2, _paired_time_ratio)} | "
             f"{_format_spread(row['accuracy_difference_spread'], 2)} |"
         )
     return lines
@@ -368,7 +379,7 @@ def markdown_table(result, accuracy_drop=ACCURACY_DROP):
             reason = row["skipped"].split(".")[0]
             lines.append(f"| {row['variant']} | {row['precision']} | skipped: {reason} |" + " |" * 10)
             continue
-        verdict = {None: "—", True: "yes", False: "no"}[row["beats_short_baseline"]]
+        verdict = _BEATS[row["beats_short_baseline"]]
         lines.append(
             f"| {row['variant']} | {row['precision']} | {_format_spread(row['final_accuracy_spread'], 4)} | "
             f"{_format_spread(row['train_seconds_spread'])} | {_format_ratio(row.get('time_vs_baseline'))} | "
@@ -381,6 +392,93 @@ def markdown_table(result, accuracy_drop=ACCURACY_DROP):
     lines += _paired_table(paired(result, accuracy_drop), accuracy_drop)
     lines += _paired_table(paired(result, accuracy_drop, "baseline-short"), accuracy_drop)
     return "\n".join(lines) + "\n"
+
+
+def quick_table(result, accuracy_drop=ACCURACY_DROP):
+    """The essential columns of `markdown_table`, narrow enough for a terminal.
+
+    Variant, final accuracy, training time and its ratio to the baseline's,
+    time to the baseline's accuracy minus `accuracy_drop`, and whether the
+    variant beats `baseline-short` (`keras-boost bench --help` explains
+    each); `keras-boost bench --quick` prints it, the .md file holds every
+    column.
+
+    Example:
+
+    ```python
+    print(quick_table(load_json("bench_results/bench_quick_torch.json")))
+    ```
+    """
+    rows = summarize(result, accuracy_drop)
+    several = len({r["precision"] for r in rows}) > 1
+    header = ["variant", "final acc.", "train time (s)", "× baseline",
+              f"time to base -{accuracy_drop * 100:g}pt (s)", "beats short"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for row in rows:
+        name = f"{row['variant']} ({row['precision']})" if several else row["variant"]
+        if "skipped" in row:
+            lines.append(f"| {name} | skipped: {row['skipped'].split('.')[0]} |" + " |" * (len(header) - 2))
+            continue
+        cells = [name, _format_spread(row["final_accuracy_spread"], 4), _format_spread(row["train_seconds_spread"]),
+                 _format_ratio(row.get("time_vs_baseline")), _format_spread(row.get("time_to_threshold_spread")),
+                 _BEATS[row["beats_short_baseline"]]]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _finding(row, baseline, name):
+    """What one keras_boost variant did against the baseline, in words."""
+    if "skipped" in row:
+        return f"{name} was skipped"
+    text = name
+    if baseline is not None:
+        points = 100.0 * (row["final_accuracy_spread"]["median"] - baseline["final_accuracy_spread"]["median"])
+        text += (f" trained in {row['time_vs_baseline']:.2f}x the baseline's time and ended {points:+.1f} points "
+                 "from its final accuracy")
+    if row["beats_short_baseline"] is not None:
+        text += " and beat baseline-short" if row["beats_short_baseline"] else " but did not beat baseline-short"
+    return text
+
+
+def _load(environment, key):
+    loads = environment.get(key)
+    return "?" if not loads else f"{loads[0]:.1f}"
+
+
+def verdict(result, accuracy_drop=ACCURACY_DROP):
+    """One line: what a benchmark found for each keras_boost variant, and how sure it is.
+
+    How sure: the number of seeds, and the load average before and after
+    the runs (a loaded machine stretches some runs more than others). Below
+    `REAL_COMPARISON_SEEDS` seeds it says that this is a first look and
+    how to make a real comparison.
+
+    Example:
+
+    ```python
+    verdict(result)
+    # "Verdict: O1 trained in 0.81x the baseline's time and ended -0.4 points from its final accuracy
+    #  but did not beat baseline-short. 1 seed, load average 3.2 -> 4.1 on 2 CPUs: ..."
+    ```
+    """
+    rows = summarize(result, accuracy_drop)
+    baselines = {r["precision"]: r for r in rows if r["variant"] == "baseline" and "skipped" not in r}
+    several = len({r["precision"] for r in rows}) > 1
+    findings = [
+        _finding(r, baselines.get(r["precision"]), f"{r['variant']} ({r['precision']})" if several else r["variant"])
+        for r in rows if r["variant"] not in PLAIN_VARIANTS
+    ]
+    found = "; ".join(findings) if findings else "only plain Keras variants ran"
+    seeds = len({r["seed"] for r in result["runs"]})
+    env = result["environment"]
+    sureness = (f"{seeds} seed{'s' if seeds > 1 else ''}, load average {_load(env, 'load_average')} -> "
+                f"{_load(env, 'load_average_finished')} on {env.get('nproc', '?')} CPUs")
+    if seeds < REAL_COMPARISON_SEEDS:
+        sureness += (": a first look, whose ratios swing with the load; a real comparison: "
+                     f"--seeds {REAL_COMPARISON_SEEDS} (the min-max spreads then say how sure)")
+    else:
+        sureness += ": read the min-max spreads and the paired tables of the .md file"
+    return f"Verdict: {found}. {sureness}."
 
 
 def median_curve(curves):

@@ -282,7 +282,7 @@ def transformer_workload():
     sequence it sat at chance for five epochs and then jumped, a
     seed-dependent escape rather than a time to accuracy.
 
-    Measured through `harness.run_once(workload, "baseline", "float32",
+    Measured through `training.run_once(workload, "baseline", "float32",
     seed)` (TensorFlow 2.21, AMD EPYC, 2 cores shared with other jobs at
     load average 4.5-5.5, 2026-12-04), test accuracy per epoch:
 
@@ -307,7 +307,7 @@ def transformer_workload():
 
     ```python
     workload = transformer_workload()
-    record = harness.run_once(workload, "baseline", "float32", seed=0)
+    record = training.run_once(workload, "baseline", "float32", seed=0)
     ```
     """
     return Workload(
