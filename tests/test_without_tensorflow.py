@@ -30,18 +30,26 @@ SCRIPT = textwrap.dedent("""
     attempts = []
 
 
+    # Finds what the finders it wraps find, except TensorFlow: as if not
+    # installed (`find_spec` gives None, `import` raises ModuleNotFoundError).
     class NoTensorFlow(importlib.abc.MetaPathFinder):
+        def __init__(self, finders):
+            self.finders = finders
+
         def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] not in ("tensorflow", "tensorflow_text"):
+            if name.split(".")[0] in ("tensorflow", "tensorflow_text"):
+                # Who asked: keras_boost's own frames, if any, name the culprit.
+                attempts.extend(f"{f.filename}:{f.lineno}" for f in traceback.extract_stack()
+                                if f.filename.startswith(PACKAGE))
                 return None
-            # Who tried: keras_boost's own frames, if any, name the culprit.
-            ours = [f"{f.filename}:{f.lineno}" for f in traceback.extract_stack()
-                    if f.filename.startswith(PACKAGE)]
-            attempts.extend(ours)
-            raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
+            for finder in self.finders:
+                spec = finder.find_spec(name, path, target)
+                if spec is not None:
+                    return spec
+            return None
 
 
-    sys.meta_path.insert(0, NoTensorFlow())
+    sys.meta_path[:] = [NoTensorFlow(list(sys.meta_path))]
 
     import keras
     import numpy as np
