@@ -10,9 +10,18 @@ _FAST_XLA = "--xla_backend_optimization_level=0 --xla_llvm_disable_expensive_pas
 if _FAST_XLA not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_XLA}".strip()
 
+import importlib.util  # noqa: E402
+
 import keras  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+
+# TensorFlow is the `tensorflow` extra: tests of tf.data or tf.distribute on
+# another backend skip where it is not installed.
+requires_tensorflow = pytest.mark.skipif(
+    importlib.util.find_spec("tensorflow") is None,
+    reason='needs TensorFlow, not installed (pip install "keras-boost[tensorflow]")',
+)
 
 
 def to_numpy(values):

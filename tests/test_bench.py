@@ -17,6 +17,7 @@ import pytest
 
 import keras_boost as boost
 import keras_boost_cli
+from conftest import requires_tensorflow
 from keras_boost import bench
 from keras_boost.bench import cli
 from keras_boost.bench import catalog
@@ -401,6 +402,7 @@ def _hand_result():
     }
 
 
+@requires_tensorflow  # the tf.data pipeline
 def test_training_dataset_is_one_seeded_pipeline_reshuffled_every_pass():
     x = np.arange(10, dtype="float32")[:, None]
     y = np.arange(10, dtype="int32")

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 import keras_boost as boost
+from conftest import requires_tensorflow
 from keras_boost.algorithms.curriculum import anneal_weight
 from keras_boost.algorithms.curriculum import curriculum_probabilities
 from keras_boost.algorithms.progressive_resizing import find_resize_layers
@@ -236,8 +237,9 @@ def test_model_sees_scheduled_sizes_compiled(mode):
     assert layer.scale == 1.0
 
 
+@requires_tensorflow
 def test_progressive_resizing_with_tf_data():
-    tf = pytest.importorskip("tensorflow")
+    import tensorflow as tf  # tf.data feeds any backend
     model, probe = probe_model()
     model.run_eagerly = keras.backend.backend() != "tensorflow"  # exact per-step sizes off TF
     x, y = data()
