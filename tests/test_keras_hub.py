@@ -74,10 +74,13 @@ def resnet_classifier(frozen):
     return (model, backbone, *_images())
 
 
+# BERT's and GPT-2's shared config: 2 layers of width 16 over a 50-token vocabulary.
+TINY_TRANSFORMER = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
+                        dropout=0.0, max_sequence_length=12)
+
+
 def bert_classifier(frozen):
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-        dropout=0.0, max_sequence_length=12)
+    backbone = keras_hub.models.BertBackbone(**TINY_TRANSFORMER)
     backbone.trainable = not frozen
     model = keras_hub.models.BertTextClassifier(backbone, num_classes=2, preprocessor=None, dropout=0.0)
     ids, mask = _tokens()
@@ -96,9 +99,7 @@ def vit(frozen):
 
 
 def gpt2_causal_lm(frozen):
-    backbone = keras_hub.models.GPT2Backbone(
-        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=16, intermediate_dim=32,
-        dropout=0.0, max_sequence_length=12)
+    backbone = keras_hub.models.GPT2Backbone(**TINY_TRANSFORMER)
     backbone.trainable = not frozen
     model = keras_hub.models.GPT2CausalLM(backbone, preprocessor=None)
     ids, mask = _tokens()
