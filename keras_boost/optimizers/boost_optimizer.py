@@ -278,6 +278,7 @@ class BoostOptimizer(OptimizerWrapper):
         with model.distribute_strategy.scope() if tf_backend else contextlib.nullcontext():
             self.build(model.trainable_variables)
 
+
 def _for_plain_model(config):
     """`config` without the algorithms the level (mode "auto") turned on
     that cannot act through an optimizer on a plain model."""
