@@ -4,6 +4,7 @@ import warnings
 import weakref
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_boost import backend as kb_backend
@@ -215,6 +216,8 @@ class OrthogonalUpdates(OptimizerWrapper):
                 "several replicas are not implemented (the routed gradients would not be "
                 "all-reduced)."
             )
+        # NumPy gradients (a custom loop) as tensors: torch's optimizers need them.
+        grads = [ops.convert_to_tensor(g) if isinstance(g, np.ndarray) else g for g in grads]
         positions = [keras_private.optimizer_variable_index(self, v) for v in trainable_variables]
         routed = [self._routes[p] if g is not None else NOT_ROUTED for g, p in zip(grads, positions)]
         if not any(routed):
