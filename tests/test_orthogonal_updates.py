@@ -258,8 +258,13 @@ def test_config_switch_is_off_by_default_and_in_the_chain_when_on():
                           "orthogonal_updates": {"ns_steps": 4}})
     inner = boost.optimizers.find_in_chain(opt, OrthogonalUpdates)
     assert inner is not None and inner.ns_steps == 4
+    # Through a BoostModel: the chain routes from the model, and fit's summary says so.
     x, y = token_data(16)
-    model = attention_model()
-    model.compile(optimizer=opt, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model = boost.BoostModel.from_model(attention_model(), boost_level="O0", boost_config_dict={
+        "boost": {"mode": "manual", "orthogonal_updates": True}})
+    model.compile(optimizer=keras.optimizers.AdamW(1e-3),
+                  loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+    inner = boost.optimizers.find_in_chain(model.optimizer, OrthogonalUpdates)
     assert set(inner.routed_paths()) == set(ROUTED)
+    assert "orthogonalized updates of 6 of" in model.boost_summary()
