@@ -54,6 +54,7 @@ ALGORITHMS = (
     "loss_scale_group",
     "fused_batch_norm",
     "prefix_cache",
+    "orthogonal_updates",
 )
 
 # MindSpore's presets (boost.py, `_boost_config_level`), plus
@@ -296,6 +297,18 @@ SCHEMA = {
     # Extension: the largest cache of frozen-prefix outputs BoostModel.fit
     # keeps in memory (float32 estimate); above it, fit runs uncached.
     "prefix_cache": {"max_cache_mb": (2048, _real(0.0, math.inf))},
+    # Extension: Muon-style orthogonalized updates of the hidden weight
+    # matrices around the user's optimizer (keras_boost.algorithms.
+    # orthogonal_updates); off at every level until measured.
+    "orthogonal_updates": {
+        "momentum": (0.95, _real(0.0, 1.0, low_open=False)),
+        "nesterov": (True, _bool),
+        "ns_steps": (5, _int(1)),
+        "rms_rule": ("auto", _choice("auto", "adam", "norm")),
+        "rms_rate": (0.2, _real(0.0, math.inf)),
+        "exclude": ((), _names),
+        "conv_kernels": (False, _bool),
+    },
 }
 
 

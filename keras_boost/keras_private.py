@@ -55,9 +55,11 @@ __all__ = [
     "loss_tracker",
     "losses_override",
     "no_automatic_dependency_tracking",
+    "optimizer_clip_gradients",
     "optimizer_own_variables",
     "optimizer_raw_learning_rate",
     "optimizer_trained_variables",
+    "optimizer_uses_weight_decay",
     "optimizer_variable_index",
     "optimizer_var_key",
     "print_msg",
@@ -393,6 +395,19 @@ def optimizer_raw_learning_rate(optimizer):
     (`BaseOptimizer._learning_rate`; the public `learning_rate` evaluates a
     schedule)."""
     return getattr(optimizer, "_learning_rate", None)
+
+
+def optimizer_uses_weight_decay(optimizer, variable):
+    """Whether `optimizer` decays `variable` (`BaseOptimizer._use_weight_decay`:
+    the `exclude_from_weight_decay` lists, which have no public reader)."""
+    return bool(optimizer._use_weight_decay(variable))
+
+
+def optimizer_clip_gradients(optimizer, grads):
+    """`grads` clipped by `optimizer`'s clipnorm / global_clipnorm / clipvalue
+    (`BaseOptimizer._clip_gradients`), None entries kept: a wrapper that
+    applies some updates itself clips them as the optimizer would."""
+    return optimizer._clip_gradients(list(grads))
 
 
 def weight_decay_exclusions(optimizer):

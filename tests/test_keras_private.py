@@ -271,6 +271,23 @@ def test_weight_decay_exclusions():
     assert keras_private.weight_decay_exclusions(keras.optimizers.SGD()) == set()
 
 
+def test_optimizer_uses_weight_decay():
+    model = _model()
+    optimizer = keras.optimizers.AdamW()
+    bias, kernel = model.get_layer("d1").bias, model.get_layer("d1").kernel
+    optimizer.exclude_from_weight_decay(var_list=[bias])
+    optimizer.build(model.trainable_variables)
+    assert keras_private.optimizer_uses_weight_decay(optimizer, kernel)
+    assert not keras_private.optimizer_uses_weight_decay(optimizer, bias)
+
+
+def test_optimizer_clip_gradients():
+    grads = [keras.ops.ones((2,)) * 3.0, None]
+    clipped = keras_private.optimizer_clip_gradients(keras.optimizers.SGD(clipvalue=1.0), grads)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(clipped[0]), [1.0, 1.0])
+    assert clipped[1] is None
+
+
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="Keras' TensorFlow optimizers all-reduce in apply")
 def test_gradient_all_reduce():
     optimizer = keras.optimizers.SGD()

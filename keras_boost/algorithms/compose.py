@@ -37,6 +37,7 @@ from keras_boost.algorithms.less_bn import find_less_bn
 from keras_boost.algorithms.less_bn import patterns_without
 from keras_boost.algorithms.less_bn import REPORT_ATTR
 from keras_boost.algorithms.less_bn import unchanged_report
+from keras_boost.algorithms.orthogonal_updates import OrthogonalUpdates
 from keras_boost.algorithms.prefix_cache import fit_with_level_cache
 
 __all__ = ["carry_surgery_report", "choice_from_config", "model_loss_scale", "prepare_compile", "run_fit",
@@ -169,7 +170,7 @@ def summary_line(model, parts):
     decision = _FIT_DECISIONS.get(model)
     if decision is not None and decision.cached:  # the optional parts did not run (its phrase says so)
         parts = [part for part in parts if not part.optional]
-    phrases = [_surgery_phrase(model), _centralization_phrase(model)]
+    phrases = [_surgery_phrase(model), _centralization_phrase(model), _orthogonal_phrase(model)]
     phrases += [part.summary(model) for part in parts if part is not owner]
     phrases += [decision.phrase] if decision is not None else []
     # The update's owner is the loss scaling when there is one.
@@ -201,6 +202,12 @@ def _centralization_phrase(model):
     optimizer = getattr(model, "optimizer", None)
     centralization = find_in_chain(optimizer, GradientCentralization) if optimizer is not None else None
     return centralization.summary() if centralization is not None else ""
+
+
+def _orthogonal_phrase(model):
+    optimizer = getattr(model, "optimizer", None)
+    orthogonal = find_in_chain(optimizer, OrthogonalUpdates) if optimizer is not None else None
+    return orthogonal.summary() if orthogonal is not None else ""
 
 
 def _precision_phrase(model):

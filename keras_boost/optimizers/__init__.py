@@ -32,6 +32,7 @@ from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import find_in_chain
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
+from keras_boost.algorithms.orthogonal_updates import OrthogonalUpdates
 from keras_boost.algorithms.status import AlgorithmStatus
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
 
@@ -51,6 +52,7 @@ __all__ = [
     "GradientAccumulation",
     "GradientCentralization",
     "OptimizerWrapper",
+    "OrthogonalUpdates",
     "exclude_gate_kernels",
     "exclude_grouped_kernels",
     "exclude_unsuited_kernels",

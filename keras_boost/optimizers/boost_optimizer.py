@@ -17,6 +17,7 @@ from keras_boost.algorithms.loss_scaling import DynamicLossScaleOptimizer
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import find_in_chain
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
+from keras_boost.algorithms.orthogonal_updates import OrthogonalUpdates
 from keras_boost.errors import NoEffectWarning
 from keras_boost.validation import check_optimizer
 
@@ -33,7 +34,7 @@ _MODEL_ONLY = {"grad_freeze": FreezeOptimizer}
 def build_optimizer_chain(optimizer, config, loss_scale=None):
     """Wraps `optimizer` in the wrappers a resolved config enables.
 
-    Fixed order, innermost first: GradientCentralization, FreezeOptimizer,
+    Fixed order, innermost first: OrthogonalUpdates, GradientCentralization, FreezeOptimizer,
     AdaSum, GradientAccumulation, DynamicLossScaleOptimizer (when
     `loss_scale` is a `DynamicLossScale`). AdaSum sits inside accumulation,
     so it combines each accumulated update once, and outside freezing and
@@ -54,6 +55,8 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
             raise ValueError(f"The optimizer {optimizer.name!r} already contains a DimReduce.")
         return DimReduce(optimizer, **config["dim_reduce"])
     wanted = []
+    if flags["orthogonal_updates"]:
+        wanted.append((OrthogonalUpdates, "orthogonal_updates"))
     if flags["less_bn"] and config["less_bn"]["gc_flag"]:
         wanted.append((GradientCentralization, "less_bn.gc_flag"))
     if flags["grad_freeze"]:
@@ -71,6 +74,8 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
                 f"boost config enables it too ({flag}); pass the plain optimizer, or switch "
                 f"{flag} off with {{'boost': {{'mode': 'manual', ...}}}}."
             )
+    if flags["orthogonal_updates"]:
+        optimizer = OrthogonalUpdates(optimizer, **config["orthogonal_updates"])
     if flags["less_bn"] and config["less_bn"]["gc_flag"]:
         gc_flag = config["less_bn"]["gc_flag"]
         optimizer = GradientCentralization(optimizer, only_with_batch_norm=gc_flag == "auto")
