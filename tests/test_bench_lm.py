@@ -25,6 +25,7 @@ from keras_boost.bench import harness
 from keras_boost.bench import recipe
 from keras_boost.bench import report
 from keras_boost.bench import results
+from keras_boost.bench import training
 from keras_boost.bench import variants
 from keras_boost.bench import zoo
 from keras_boost.bench.zoo import lm
@@ -152,7 +153,7 @@ def _loss_run(variant, seed, curve):
 LOSS_RUNS = [
     _loss_run("baseline", 0, [[10, 1.6], [20, 1.05], [30, 0.95], [40, 0.88]]),
     _loss_run("baseline", 1, [[10, 1.7], [20, 1.10], [30, 0.97], [40, 0.90]]),
-    _loss_run("baseline", 2, [[10, 1.6], [20, 1.00], [30, 0.96], [40, 0.93]]),
+    _loss_run("baseline", 2, [[10, 1.6], [20, 1.00], [30, 0.96], [40, 0.91]]),
     _loss_run("baseline-short", 0, [[10, 1.6], [20, 1.0], [30, 0.95]]),
     _loss_run("baseline-short", 1, [[10, 1.6], [20, 1.0], [30, 0.96]]),
     _loss_run("baseline-short", 2, [[10, 1.6], [20, 1.0], [30, 0.97]]),
@@ -195,7 +196,7 @@ def test_the_loss_threshold_is_the_baselines_final_loss_plus_the_rise_and_lower_
     assert report.margin(result) == report.LOSS_RISE == 0.02
     rows = {r["variant"]: r for r in report.summarize(result)}
     base, short, wrap, o1 = rows["baseline"], rows["baseline-short"], rows["wrap-O1"], rows["O1"]
-    assert base["final_loss_spread"] == {"median": 0.90, "min": 0.88, "max": 0.93}
+    assert base["final_loss_spread"] == {"median": 0.90, "min": 0.88, "max": 0.91}
     assert "final_accuracy" not in base
     assert base["threshold"] == pytest.approx(0.92)
     assert base["time_to_target"] == [30.0, 30.0, 20.0] and base["reached"] == "3/3"
@@ -211,7 +212,7 @@ def test_the_loss_threshold_is_the_baselines_final_loss_plus_the_rise_and_lower_
     # A stricter rise: the threshold moves down with it.
     assert {r["variant"]: r for r in report.summarize(result, 0.0)}["baseline"]["threshold"] == pytest.approx(0.90)
     pairs = {r["variant"]: r for r in report.paired(result)}
-    assert pairs["wrap-O1"]["loss_difference"] == pytest.approx([0.03, 0.02, 0.01])
+    assert pairs["wrap-O1"]["loss_difference"] == pytest.approx([0.03, 0.02, 0.03])
     assert "accuracy_difference" not in pairs["wrap-O1"]
 
 
@@ -279,8 +280,8 @@ def _tiny_lm():
 
 def test_a_tiny_lm_benchmark_of_the_baseline_and_the_wrap_door_runs_and_reports():
     workload = _tiny_lm()
-    result = harness.run_benchmark(workload, ["baseline", "wrap-O1", "wrap-O0+boost.adasum=true"], ["float32"],
-                                   seeds=1, progress=False, burn_in_fit=False)
+    result = harness.run_benchmark(workload, ["baseline", "wrap-O1"], ["float32"], seeds=1, progress=False,
+                                   burn_in_fit=False)
     results.validate_result(result)
     assert result["workload"]["metric"] == "loss"
     runs = {r["variant"]: r for r in result["runs"]}
@@ -290,8 +291,14 @@ def test_a_tiny_lm_benchmark_of_the_baseline_and_the_wrap_door_runs_and_reports(
         assert 0 < run["final_loss"] < math.log(VOCABULARY_SIZE) + 0.5  # nats per character
     assert "optimizer_chain" not in runs["baseline"]
     assert "GradientCentralization > AdamW" in runs["wrap-O1"]["optimizer_chain"]
-    assert "AdaSum > AdamW" in runs["wrap-O0+boost.adasum=true"]["optimizer_chain"]
-    assert "identity" in runs["wrap-O0+boost.adasum=true"]["note"]
     assert "boost_summary" not in runs["wrap-O1"]  # no BoostModel
     table = report.markdown_table(result)
     assert "| wrap-O1 | float32 |" in table and "final val. loss" in table
+
+
+def test_a_switch_override_puts_one_algorithm_alone_in_the_wrap_chain():
+    spec = variants.variant_spec("wrap-O0+boost.adasum=true")
+    chain = training._wrap(keras.optimizers.AdamW(1e-3), spec)
+    assert repr(chain).startswith("<BoostOptimizer level='O0': AdaSum > AdamW")
+    assert repr(training._wrap(keras.optimizers.AdamW(1e-3), variants.variant_spec("wrap-O0"))) == (
+        "<BoostOptimizer level='O0': AdamW>")  # wrap-O0 alone: a pass-through

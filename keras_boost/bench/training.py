@@ -5,9 +5,10 @@ variant's (a boost variant through `AutoBoost` + `BoostModel.from_model`;
 a wrap variant keeps the plain model and compiles it with
 `boost.wrap(optimizer, level, config)`),
 trains it on the seeded pipeline of `pipeline.training_dataset` with the
-recipe's schedule, and records test accuracy after every epoch against
-training wall time (`clock.AccuracyClock`), the steady steps/s, the time to
-the target accuracy and the final accuracy. A variant that cannot run (an
+recipe's schedule, and records test accuracy (a loss workload: the test
+loss, `final_loss`) after every epoch against training wall time
+(`clock.AccuracyClock`), the steady steps/s, the time to the target and
+the final accuracy. A variant that cannot run (an
 algorithm not implemented yet) is recorded as skipped with the reason,
 never silently dropped; AdaSum variants run (on one replica AdaSum is the
 identity, which their record notes; `python -m benchmarks.adasum`

@@ -117,7 +117,7 @@ def grammar_text(seed=0, num_characters=240_000):
     class have Zipfian frequencies. The characters are `VOCABULARY`
     (space, full stop, a-z).
 
-    What a model can learn: the spelling of 90 words (most of the entropy
+    What a model can learn: the spelling of about 100 words (most of the entropy
     is gone once a word's first letters are seen), which word classes
     follow which, and the agreement of determiners and verbs with the
     number of their noun. A bigram model of the characters is far above
