@@ -51,7 +51,7 @@ the table (one row per variant and precision; median [min, max] over the seeds):
                   keras_boost's levels and algorithms on the same model and data,
                   through BoostModel.from_model; wrap-O1, wrap-O2: the plain
                   keras.Model compiled with boost.wrap(optimizer, level), the
-                  optimizer door (wrap-O0+boost.mode=manual+boost.SWITCH=true:
+                  optimizer door (wrap-O0+boost.SWITCH=true:
                   one optimizer-level algorithm alone through it)
   final acc.      test accuracy after the last epoch
   train time (s)  training wall time: compilation included, evaluation excluded
@@ -163,7 +163,7 @@ def add_bench_arguments(parser):
                         "e.g. baseline+recipe.batch_size=256+recipe.learning_rate=0.006; wrap-O0, wrap-O1, "
                         "wrap-O2: the plain model compiled with boost.wrap(optimizer, level) (not in the "
                         "default), e.g. --variants baseline,wrap-O1,O1, and "
-                        "wrap-O0+boost.mode=manual+boost.SWITCH=true for one optimizer-level algorithm alone")
+                        "wrap-O0+boost.SWITCH=true for one optimizer-level algorithm alone")
     parser.add_argument("--precisions", help="comma-separated (default: float32,mixed_bfloat16; "
                         "--quick: float32)")
     parser.add_argument("--seeds", type=int,
@@ -176,7 +176,7 @@ def add_bench_arguments(parser):
     parser.add_argument("--short-ratio", type=float, default=0.8,
                         help="length of baseline-short, as a fraction of the baseline's epochs (default "
                         "0.8); set it to a variant's measured time ratio to compare the two at equal time")
-    parser.add_argument("--accuracy-drop", "--loss-rise", type=float, dest="accuracy_drop",
+    parser.add_argument("--accuracy-drop", "--loss-rise", type=float, dest="accuracy_drop", metavar="MARGIN",
                         help="the reports' threshold is the baseline's median final accuracy minus this "
                         "(default 0.005: half a point); on a loss workload (lm) the baseline's median final "
                         "validation loss plus this (default 0.02)")
