@@ -345,19 +345,21 @@ def lm_workload():
       applied to each result: its baseline's median final loss plus 0.02.
 
     Measured through `training.run_once(workload, "baseline", "float32",
-    0)` (Keras 3.15, AMD EPYC, 2 cores shared with other jobs at load
-    average 6-7.5, 2026-12-07), validation loss per epoch:
+    0)` (Keras 3.15, AMD EPYC, 2 cores shared with other jobs,
+    2026-12-07; the load average in brackets), validation loss per epoch
+    (the same curve in each repeat of a backend):
 
     - TensorFlow: 1.87, 1.72, 1.47, 1.21, 1.04, 0.971, 0.940, 0.934;
-      77 s of training (the first epoch 27 s, compilation included), 83 s
-      with the untimed evaluations;
-    - JAX: 1.93, 1.75, 1.43, 1.19, 1.03, 0.959, 0.926, 0.920; 149 s (the
-      first epoch 47 s), 157 s;
-    - PyTorch (two threads): 1.92, 1.75, 1.51, 1.22, 1.05, 0.963, 0.927,
-      0.922; 410 s, of which three epochs took 3.3-4 s each and the
-      others 55-105 s: its two OpenMP threads spin-waiting for each other
-      on the loaded cores, as `keras-boost bench --quick`'s one-thread
-      rule describes (`cli._one_torch_thread`).
+      76-77 s of training [6.3, 3.7] (the first epoch 25-27 s,
+      compilation included), 83-97 s with the untimed evaluations;
+    - JAX: 1.93, 1.75, 1.43, 1.19, 1.03, 0.959, 0.926, 0.920; 99 s [5.0]
+      and 149 s [6.8] (the first epoch 44-47 s);
+    - PyTorch: 1.92, 1.75, 1.50, 1.22, 1.05, 0.966, 0.929, 0.924; 58 s
+      on one thread [4.0] (`torch.set_num_threads(1)`, as `keras-boost
+      bench --quick` sets); on its default two threads 410 s [7.4], of
+      which three epochs took 3.3-4 s each and the others 55-105 s: its
+      OpenMP threads spin-waiting for each other on the loaded cores
+      (`cli._one_torch_thread`).
 
     Every backend reaches the target at the 7th epoch and is still falling
     slowly at the 8th.
