@@ -48,7 +48,11 @@ the table (one row per variant and precision; median [min, max] over the seeds):
   variant         baseline: plain Keras, the tuned reference; baseline-short: the
                   same trained for --short-ratio of the epochs, its schedule
                   rescaled (the "just train less" alternative); O1, O2, less_bn, ...:
-                  keras_boost's levels and algorithms on the same model and data
+                  keras_boost's levels and algorithms on the same model and data,
+                  through BoostModel.from_model; wrap-O1, wrap-O2: the plain
+                  keras.Model compiled with boost.wrap(optimizer, level), the
+                  optimizer door (wrap-O0+boost.SWITCH=true:
+                  one optimizer-level algorithm alone through it)
   final acc.      test accuracy after the last epoch
   train time (s)  training wall time: compilation included, evaluation excluded
   × baseline      train time / the baseline's (below 1: faster)
@@ -64,6 +68,10 @@ the .md file next to the JSON adds:
   × f32 baseline  train time / the float32 baseline's
   steps/s         optimizer steps per second, the first epoch (compilation) left out
   time to T (s)   time to the workload's target accuracy T; "not reached": never
+a loss workload (lm) reports the validation loss instead of the accuracy
+(lower is better): final val. loss, and time to base +0.02 (s), the time
+until the loss first falls to the baseline's median final loss plus
+--loss-rise (0.02 nats); "beats short" then means a lower loss
   reached         seeds that reached it, as k/n
   × base's        time to base -0.5pt / the baseline's own; "not reached": the
                   variant never reached it
@@ -146,12 +154,16 @@ def add_bench_arguments(parser):
                         help="quickstart (default), quick (--quick's: quickstart at half resolution on 2,000 "
                         "images), resnet, realistic (2,000 steps, ~2-3 min per run), tiny; the zoo (~1-2 min "
                         "per run): applications (MobileNetV2; applications-efficientnetb0, "
-                        "applications-resnet50v2), transformer, finetune")
+                        "applications-resnet50v2), transformer, finetune, lm (a miniature GPT on generated "
+                        "text, to a validation loss)")
     parser.add_argument("--factory", help="module:function returning a keras_boost.bench.Workload")
     parser.add_argument("--variants", help="comma-separated subset (default: all but prefix-cache, the "
                         "baseline trained by fit_with_cached_prefix, for fine-tuning); a boost variant may "
                         "carry config overrides, e.g. O1+grad_freeze.freeze_p=0.5, and any variant recipe overrides, "
-                        "e.g. baseline+recipe.batch_size=256+recipe.learning_rate=0.006")
+                        "e.g. baseline+recipe.batch_size=256+recipe.learning_rate=0.006; wrap-O0, wrap-O1, "
+                        "wrap-O2: the plain model compiled with boost.wrap(optimizer, level) (not in the "
+                        "default), e.g. --variants baseline,wrap-O1,O1, and "
+                        "wrap-O0+boost.SWITCH=true for one optimizer-level algorithm alone")
     parser.add_argument("--precisions", help="comma-separated (default: float32,mixed_bfloat16; "
                         "--quick: float32)")
     parser.add_argument("--seeds", type=int,
@@ -164,9 +176,10 @@ def add_bench_arguments(parser):
     parser.add_argument("--short-ratio", type=float, default=0.8,
                         help="length of baseline-short, as a fraction of the baseline's epochs (default "
                         "0.8); set it to a variant's measured time ratio to compare the two at equal time")
-    parser.add_argument("--accuracy-drop", type=float, default=0.005,
+    parser.add_argument("--accuracy-drop", "--loss-rise", type=float, dest="accuracy_drop", metavar="MARGIN",
                         help="the reports' threshold is the baseline's median final accuracy minus this "
-                        "(default 0.005: half a point)")
+                        "(default 0.005: half a point); on a loss workload (lm) the baseline's median final "
+                        "validation loss plus this (default 0.02)")
     parser.add_argument("--append-to", metavar="JSON",
                         help="add this run's runs to an earlier result of the same workload (with "
                         "--first-seed for new seeds) and report them together")
@@ -203,7 +216,7 @@ def check_bench_arguments(parser, args):
         parser.error(f"--first-seed must be >= 0, got {args.first_seed}")
     if not 0 < args.short_ratio < 1:
         parser.error(f"--short-ratio must be in (0, 1), got {args.short_ratio}")
-    if not 0 <= args.accuracy_drop < 1:
+    if args.accuracy_drop is not None and not 0 <= args.accuracy_drop < 1:
         parser.error(f"--accuracy-drop must be in [0, 1), got {args.accuracy_drop}")
     if args.epochs is not None and args.epochs < 1:
         parser.error(f"--epochs must be >= 1, got {args.epochs}")

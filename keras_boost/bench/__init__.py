@@ -9,7 +9,9 @@
   Pareto plot. One module per concept:
   - `catalog`: the named workloads (`quick`, `quickstart`, `resnet`,
     `realistic`: ResNet-20, 2,000 steps with augmentation, `tiny` for
-    tests, and the `zoo`'s); `recipe`: `Workload`, `FineTune`;
+    tests, and the `zoo`'s: `applications`, `transformer`, `finetune`,
+    `lm`, a language model measured by its validation loss); `recipe`:
+    `Workload`, `FineTune`;
   - `variants`: what each variant name trains;
   - `training`: one timed run (`run_once`), with `schedule` (its length and
     learning rate), `pipeline` (its input) and `clock` (what it measures);

@@ -191,8 +191,8 @@ def run_benchmark(workload, variants=DEFAULT_VARIANTS, precisions=PRECISIONS, se
             if "skipped" in run:
                 outcome = "skipped"
             else:
-                outcome = (f"train {run['train_seconds']:.1f} s, final accuracy "
-                           f"{run['final_accuracy']:.4f}, load {load[0] if load else 'n/a'}")
+                outcome = (f"train {run['train_seconds']:.1f} s, final {workload.metric} "
+                           f"{run['final_' + workload.metric]:.4f}, load {load[0] if load else 'n/a'}")
             print(f"[{order + 1}/{len(jobs)}] {variant} {precision} seed {seed}: {outcome}", flush=True)
         if on_run is not None:
             on_run(result)

@@ -9,9 +9,12 @@ head on a frozen base, then unfreeze the top of the base and fine-tune).
 
 import dataclasses
 
-__all__ = ["FineTune", "OPTIMIZERS", "Workload"]
+__all__ = ["FineTune", "METRICS", "OPTIMIZERS", "Workload"]
 
 OPTIMIZERS = ("sgd", "adamw")
+# What the bench measures after every epoch: test accuracy (higher is
+# better) or the mean cross-entropy of the test split (lower is better).
+METRICS = ("accuracy", "loss")
 
 
 @dataclasses.dataclass
@@ -130,7 +133,8 @@ class Workload:
         batch_size: batch size.
         learning_rate: peak learning rate of SGD with momentum and cosine
             decay to 0 at the end of the run.
-        target: target test accuracy for "time to accuracy".
+        target: the target of "time to target": a test accuracy in [0, 1]
+            (`metric="accuracy"`), or a test loss > 0 (`metric="loss"`).
         warmup_epochs: length of a linear warmup from 0 to `learning_rate`
             before the cosine decay, in epochs (may be fractional; 0: none).
             `baseline-short` rescales it with the rest of the schedule.
@@ -144,6 +148,12 @@ class Workload:
             what `build` leaves trainable (the new head) with the
             schedule above (its warmup in the first phase), the others
             after `fine_tune.unfreeze` with the schedule of `fine_tune`.
+        metric: what the run measures on the test split after every epoch:
+            `"accuracy"` (of the argmax of the logits; higher is better) or
+            `"loss"` (the mean sparse cross-entropy of the logits in nats,
+            over every label: every position of a language model; lower
+            is better). A target is reached at the first epoch at or
+            above it (accuracy) or at or below it (loss).
 
     Example:
 
@@ -166,6 +176,7 @@ class Workload:
     weight_decay: float = None
     optimizer: str = "sgd"
     fine_tune: FineTune = None
+    metric: str = "accuracy"
 
     def __post_init__(self):
         if not isinstance(self.name, str) or not self.name:
@@ -179,8 +190,12 @@ class Workload:
                 raise ValueError(f"Workload {field} must be an int >= 1, got {value!r}.")
         if not self.learning_rate > 0:
             raise ValueError(f"Workload learning_rate must be > 0, got {self.learning_rate!r}.")
-        if not 0.0 <= self.target <= 1.0:
+        if self.metric not in METRICS:
+            raise ValueError(f"Workload metric must be one of {list(METRICS)}, got {self.metric!r}.")
+        if self.metric == "accuracy" and not 0.0 <= self.target <= 1.0:
             raise ValueError(f"Workload target must be an accuracy in [0, 1], got {self.target!r}.")
+        if self.metric == "loss" and not self.target > 0.0:
+            raise ValueError(f"Workload target must be a loss > 0 (metric 'loss'), got {self.target!r}.")
         if self.fine_tune is not None and not isinstance(self.fine_tune, FineTune):
             raise TypeError(f"Workload fine_tune must be None or a FineTune, got {self.fine_tune!r}.")
         if self.fine_tune is not None and not self.fine_tune.epochs < self.epochs:
@@ -198,6 +213,11 @@ class Workload:
             raise ValueError(f"Workload weight_decay must be None or >= 0, got {self.weight_decay!r}.")
         if self.optimizer not in OPTIMIZERS:
             raise ValueError(f"Workload optimizer must be one of {list(OPTIMIZERS)}, got {self.optimizer!r}.")
+
+    @property
+    def lower_is_better(self):
+        """Whether a lower value of the metric is better (`metric="loss"`)."""
+        return self.metric == "loss"
 
     def with_epochs(self, epochs):
         """This recipe over `epochs` epochs (`keras-boost bench --epochs`, `--quick`).

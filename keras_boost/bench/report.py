@@ -14,6 +14,16 @@ ratio to the baseline's own time to it. Times to an accuracy follow
 `clock.time_to_accuracy`: the training time at the end of the first epoch
 whose test accuracy reaches it, not interpolated between evaluations.
 
+A workload whose metric is the test loss (`Workload(metric="loss")`, the
+`lm` workload; lower is better) is reported the same way with the
+directions turned: its runs record `final_loss`, the rows `final_loss`
+and `final_loss_spread`, the threshold is **the baseline's median final
+loss plus 0.02** (`LOSS_RISE`; the same `accuracy_drop` argument, on the
+command line `--loss-rise`), a time to it is the first epoch at or below
+it, "beats" means a lower loss at equal or less time (or less time at an
+equal or lower loss), and the paired tables hold `loss_difference` (the
+final loss minus the reference's, in nats).
+
 A variant **beats `baseline-short`** (the baseline trained for fewer
 epochs, its schedule rescaled) when its median (training time, final
 accuracy) point is better in one and no worse in the other: higher accuracy
@@ -41,18 +51,21 @@ import math
 import statistics
 
 from keras_boost.atomic_write import atomic_write
-from keras_boost.bench.clock import time_to_accuracy
+from keras_boost.bench.clock import time_to_target
+from keras_boost.bench.results import result_metric
 from keras_boost.bench.results import validate_result
 from keras_boost.bench.variants import PLAIN_VARIANTS
 
 __all__ = [
-    "ACCURACY_DROP", "REAL_COMPARISON_SEEDS", "beats", "load_json", "markdown_table", "median_curve", "paired",
-    "plot", "quick_table", "spread", "summarize", "verdict", "write_json",
+    "ACCURACY_DROP", "LOSS_RISE", "REAL_COMPARISON_SEEDS", "beats", "load_json", "margin", "markdown_table",
+    "median_curve", "paired", "plot", "quick_table", "spread", "summarize", "verdict", "write_json",
 ]
 
 # The baseline's median final accuracy minus this is the accuracy that
 # "time to the baseline's accuracy" measures (0.5 point).
 ACCURACY_DROP = 0.005
+# For a loss workload: the baseline's median final loss plus this (nats).
+LOSS_RISE = 0.02
 _EPS = 1e-9
 # "beats short baseline": "—" for the baselines themselves.
 _BEATS = {None: "—", True: "yes", False: "no"}
@@ -93,11 +106,12 @@ def spread(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-def beats(time, accuracy, other_time, other_accuracy):
+def beats(time, accuracy, other_time, other_accuracy, lower_is_better=False):
     """Whether (time, accuracy) is better than the other point in one, no worse in the other.
 
     Higher accuracy at equal or less time, or less time at equal or higher
     accuracy (Pareto dominance; accuracies equal within 1e-9 are equal).
+    With `lower_is_better` (a loss) the second coordinate is better lower.
 
     Example:
 
@@ -105,8 +119,11 @@ def beats(time, accuracy, other_time, other_accuracy):
     beats(90, 0.985, 100, 0.985)   # True: less time, same accuracy
     beats(90, 0.980, 100, 0.985)   # False: faster but less accurate
     beats(100, 0.99, 100, 0.985)   # True: same time, more accurate
+    beats(90, 1.20, 100, 1.25, lower_is_better=True)   # True: less time, lower loss
     ```
     """
+    if lower_is_better:
+        accuracy, other_accuracy = -accuracy, -other_accuracy
     higher = accuracy > other_accuracy + _EPS
     not_lower = accuracy >= other_accuracy - _EPS
     return bool((higher and time <= other_time) or (time < other_time and not_lower))
@@ -118,13 +135,46 @@ def _ratio(numerator, denominator):
     return numerator / denominator  # inf when the numerator never reached
 
 
-def summarize(result, accuracy_drop=ACCURACY_DROP):
+def margin(result, accuracy_drop=None):
+    """The threshold's distance from the baseline's median final value:
+    `accuracy_drop`, or by default `ACCURACY_DROP` (accuracy) or
+    `LOSS_RISE` (loss); checked to be in [0, 1).
+
+    Example:
+
+    ```python
+    margin(lm_result)          # 0.02
+    margin(tiny_result, 0.01)  # 0.01
+    ```
+    """
+    if accuracy_drop is None:
+        accuracy_drop = LOSS_RISE if result_metric(result) == "loss" else ACCURACY_DROP
+    if not 0 <= accuracy_drop < 1:
+        raise ValueError(f"accuracy_drop must be in [0, 1), got {accuracy_drop!r}.")
+    return accuracy_drop
+
+
+def _threshold_label(result, accuracy_drop):
+    """The threshold's name in the tables: "base -0.5pt", or "base +0.02" for a loss."""
+    if result_metric(result) == "loss":
+        return f"base +{accuracy_drop:g}"
+    return f"base -{accuracy_drop * 100:g}pt"
+
+
+def _value_name(result):
+    return "val. loss" if result_metric(result) == "loss" else "acc."
+
+
+def summarize(result, accuracy_drop=None):
     """Per (variant, precision): medians and spreads over seeds, ratios, verdicts.
 
     Args:
         result: a benchmark result (see `harness.run_benchmark`).
         accuracy_drop: the threshold accuracy of a precision is the median
-            final accuracy of its `baseline` minus this.
+            final accuracy of its `baseline` minus this (default
+            `ACCURACY_DROP`); for a loss workload, the threshold loss is
+            the baseline's median final loss plus this (default
+            `LOSS_RISE`), and `final_loss` replaces `final_accuracy` below.
 
     Returns:
         A list of row dicts, in the order the variants first ran. Each row
@@ -148,8 +198,9 @@ def summarize(result, accuracy_drop=ACCURACY_DROP):
     row["time_to_threshold_vs_baseline"]   # < 1: reached the baseline's accuracy sooner
     ```
     """
-    if not 0 <= accuracy_drop < 1:
-        raise ValueError(f"accuracy_drop must be in [0, 1), got {accuracy_drop!r}.")
+    accuracy_drop = margin(result, accuracy_drop)
+    lower = result_metric(result) == "loss"
+    final = f"final_{result_metric(result)}"
     groups = {}
     for run in result["runs"]:
         groups.setdefault((run["variant"], run["precision"]), []).append(run)
@@ -164,7 +215,7 @@ def summarize(result, accuracy_drop=ACCURACY_DROP):
         reached = [r["time_to_target"] for r in done]
         row.update(
             seeds=[r["seed"] for r in done],
-            final_accuracy=[r["final_accuracy"] for r in done],
+            **{final: [r[final] for r in done]},
             train_seconds=[r["train_seconds"] for r in done],
             steps_per_second=[r["steps_per_second"] for r in done],
             time_to_target=reached,
@@ -172,7 +223,7 @@ def summarize(result, accuracy_drop=ACCURACY_DROP):
             note=done[0].get("note"),
             _curves=[r["curve"] for r in done],
         )
-        for key in ("final_accuracy", "train_seconds", "steps_per_second", "time_to_target"):
+        for key in (final, "train_seconds", "steps_per_second", "time_to_target"):
             row[key + "_spread"] = spread(row[key])
         rows.append(row)
 
@@ -180,7 +231,8 @@ def summarize(result, accuracy_drop=ACCURACY_DROP):
     thresholds = {}
     for (variant, precision), row in by_key.items():
         if variant == "baseline":
-            thresholds[precision] = row["final_accuracy_spread"]["median"] - accuracy_drop
+            median = row[final + "_spread"]["median"]
+            thresholds[precision] = median + accuracy_drop if lower else median - accuracy_drop
     for row in rows:
         if "skipped" in row:
             continue
@@ -191,7 +243,7 @@ def summarize(result, accuracy_drop=ACCURACY_DROP):
         median_time = row["train_seconds_spread"]["median"]
         row["threshold"] = thresholds.get(precision)
         if row["threshold"] is not None:
-            times = [time_to_accuracy(curve, row["threshold"]) for curve in row["_curves"]]
+            times = [time_to_target(curve, row["threshold"], lower) for curve in row["_curves"]]
             row["time_to_threshold"] = times
             row["time_to_threshold_spread"] = spread(times)
             row["threshold_reached"] = f"{sum(t is not None for t in times)}/{len(times)}"
@@ -202,8 +254,8 @@ def summarize(result, accuracy_drop=ACCURACY_DROP):
         row["beats_short_baseline"] = None
         if short and not row["variant"].startswith("baseline"):
             row["beats_short_baseline"] = beats(
-                median_time, row["final_accuracy_spread"]["median"],
-                short["train_seconds_spread"]["median"], short["final_accuracy_spread"]["median"],
+                median_time, row[final + "_spread"]["median"],
+                short["train_seconds_spread"]["median"], short[final + "_spread"]["median"], lower,
             )
     for row in rows:
         if "time_to_threshold_spread" in row:
@@ -222,7 +274,7 @@ def _paired_ratio(time, reference_time):
     return 0.0 if reference_time is None else time / reference_time
 
 
-def paired(result, accuracy_drop=ACCURACY_DROP, reference="baseline"):
+def paired(result, accuracy_drop=None, reference="baseline"):
     """Each variant against the `reference` run of the same seed and precision.
 
     A seed gives every variant the same initial weights, augmentations and
@@ -246,7 +298,9 @@ def paired(result, accuracy_drop=ACCURACY_DROP, reference="baseline"):
         to the threshold of `summarize` over the reference's: None, read
         as "not reached", when the variant never reached it; 0 when only
         the reference never did) and `accuracy_difference` (final accuracy
-        minus the reference's, in points), each also as a `spread` under
+        minus the reference's, in points; for a loss workload
+        `loss_difference`, the final loss minus the reference's in nats),
+        each also as a `spread` under
         the name plus `_spread`.
 
     Example:
@@ -261,6 +315,9 @@ def paired(result, accuracy_drop=ACCURACY_DROP, reference="baseline"):
         raise ValueError(f"reference must be 'baseline' or 'baseline-short', got {reference!r}.")
     thresholds = {r["precision"]: r.get("threshold") for r in summarize(result, accuracy_drop)
                   if r["variant"] == "baseline"}
+    lower = result_metric(result) == "loss"
+    final = f"final_{result_metric(result)}"
+    difference = "loss_difference" if lower else "accuracy_difference"
     runs = {(r["variant"], r["precision"], r["seed"]): r for r in result["runs"] if "skipped" not in r}
     rows = {}
     for (variant, precision, seed), run in sorted(runs.items(), key=lambda item: item[0][2]):
@@ -269,15 +326,16 @@ def paired(result, accuracy_drop=ACCURACY_DROP, reference="baseline"):
             continue
         row = rows.setdefault((variant, precision), {
             "variant": variant, "precision": precision, "reference": reference, "seeds": [],
-            "time_ratio": [], "threshold_time_ratio": [], "accuracy_difference": []})
+            "time_ratio": [], "threshold_time_ratio": [], difference: []})
         threshold = thresholds.get(precision)
-        reached = [time_to_accuracy(r["curve"], threshold) if threshold is not None else None for r in (run, base)]
+        reached = [time_to_target(r["curve"], threshold, lower) if threshold is not None else None
+                   for r in (run, base)]
         row["seeds"].append(seed)
         row["time_ratio"].append(run["train_seconds"] / base["train_seconds"])
         row["threshold_time_ratio"].append(_paired_ratio(*reached))
-        row["accuracy_difference"].append(100.0 * (run["final_accuracy"] - base["final_accuracy"]))
+        row[difference].append((1.0 if lower else 100.0) * (run[final] - base[final]))
     for row in rows.values():
-        for key in ("time_ratio", "threshold_time_ratio", "accuracy_difference"):
+        for key in ("time_ratio", "threshold_time_ratio", difference):
             row[key + "_spread"] = spread(row[key])
     return list(rows.values())
 
@@ -310,19 +368,22 @@ def _format_ratio(value):
     return "not reached" if math.isinf(value) else f"{value:.2f}"
 
 
-def _paired_table(pairs, accuracy_drop):
+def _paired_table(pairs, result, accuracy_drop):
     """Markdown lines of `paired`'s rows (none when there are no rows)."""
     if not pairs:
         return []
     reference = pairs[0]["reference"]
+    loss = result_metric(result) == "loss"
+    difference = "loss_difference" if loss else "accuracy_difference"
+    unit = "final val. loss − {} (nats)" if loss else "final acc. − {} (points)"
     lines = [
         "",
         f"Paired with the {reference} run of the same seed (same initial weights, augmentations and "
         "batch order): median [min, max] over the seeds both ran; \"ref. never\": only the "
-        f"{reference} run never reached the accuracy.",
+        f"{reference} run never reached the {'loss' if loss else 'accuracy'}.",
         "",
-        f"| variant | precision | seeds | train time × {reference} | time to base -{accuracy_drop * 100:g}pt "
-        f"× {reference}'s | final acc. − {reference} (points) |",
+        f"| variant | precision | seeds | train time × {reference} | "
+        f"time to {_threshold_label(result, accuracy_drop)} × {reference}'s | {unit.format(reference)} |",
         "|---|---|---|---|---|---|",
     ]
     for row in pairs:
@@ -330,12 +391,12 @@ def _paired_table(pairs, accuracy_drop):
             f"| {row['variant']} | {row['precision']} | {len(row['seeds'])} | "
             f"{_format_spread(row['time_ratio_spread'], 2)} | "
             f"{_format_spread(row['threshold_time_ratio_spread'], 2, _paired_time_ratio)} | "
-            f"{_format_spread(row['accuracy_difference_spread'], 2)} |"
+            f"{_format_spread(row[difference + '_spread'], 2)} |"
         )
     return lines
 
 
-def markdown_table(result, accuracy_drop=ACCURACY_DROP):
+def markdown_table(result, accuracy_drop=None):
     """The summary as a Markdown table: median [min, max] over seeds.
 
     Example:
@@ -345,7 +406,11 @@ def markdown_table(result, accuracy_drop=ACCURACY_DROP):
     ```
     """
     env, work = result["environment"], result["workload"]
+    accuracy_drop = margin(result, accuracy_drop)
     rows = summarize(result, accuracy_drop)
+    loss = result_metric(result) == "loss"
+    final, value = f"final_{result_metric(result)}", _value_name(result)
+    label = _threshold_label(result, accuracy_drop)
     seeds = max((r["runs"] for r in rows), default=0)
     recipe = f"batch {work['batch_size']}, peak learning rate {work['learning_rate']}"
     if work.get("warmup_epochs"):
@@ -359,18 +424,21 @@ def markdown_table(result, accuracy_drop=ACCURACY_DROP):
     cpu = env.get("cpu_model") or env.get("processor")
     lines = [
         f"Workload `{work['name']}`: {work['epochs']} epochs (short baseline: x{result['short_ratio']}), "
-        f"{recipe}, target accuracy {work['target']}; {seeds} seed(s)"
+        f"{recipe}, target {'validation loss' if loss else 'accuracy'} {work['target']}; {seeds} seed(s)"
         f"{', runs interleaved' if result['version'] >= 2 else ''}. "
         f"{env['backend']} {env['backend_version']}, Keras {env['keras_version']}, "
         f"{cpu} x{env['nproc']}, {env['date']}.",
         "",
-        f"Median [min, max] over seeds. \"base -{accuracy_drop * 100:g}pt\": time to the baseline's median "
-        f"final accuracy minus {accuracy_drop * 100:g} point ({thresholds or 'no baseline'}), at the end of "
+        f"Median [min, max] over seeds. \"{label}\": time to the baseline's median "
+        + (f"final validation loss plus {accuracy_drop:g} ({thresholds or 'no baseline'}), at the end of "
+           if loss else
+           f"final accuracy minus {accuracy_drop * 100:g} point ({thresholds or 'no baseline'}), at the end of ")
+        + 
         "the first epoch that reaches it; \"× base's\" divides it by the baseline's own. Times are training "
         "seconds (compilation included, evaluation excluded).",
         "",
-        "| variant | precision | final acc. | train time (s) | × baseline | × f32 baseline | steps/s | "
-        f"time to {work['target']} (s) | reached | time to base -{accuracy_drop * 100:g}pt (s) | reached | "
+        f"| variant | precision | final {value} | train time (s) | × baseline | × f32 baseline | steps/s | "
+        f"time to {work['target']} (s) | reached | time to {label} (s) | reached | "
         "× base's | beats short baseline |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -381,7 +449,7 @@ def markdown_table(result, accuracy_drop=ACCURACY_DROP):
             continue
         verdict = _BEATS[row["beats_short_baseline"]]
         lines.append(
-            f"| {row['variant']} | {row['precision']} | {_format_spread(row['final_accuracy_spread'], 4)} | "
+            f"| {row['variant']} | {row['precision']} | {_format_spread(row[final + '_spread'], 4)} | "
             f"{_format_spread(row['train_seconds_spread'])} | {_format_ratio(row.get('time_vs_baseline'))} | "
             f"{_format_ratio(row.get('time_vs_float32_baseline'))} | "
             f"{_format_spread(row['steps_per_second_spread'])} | {_format_spread(row['time_to_target_spread'])} | "
@@ -389,12 +457,12 @@ def markdown_table(result, accuracy_drop=ACCURACY_DROP):
             f"{row.get('threshold_reached', 'n/a')} | "
             f"{_format_ratio(row.get('time_to_threshold_vs_baseline'))} | {verdict} |"
         )
-    lines += _paired_table(paired(result, accuracy_drop), accuracy_drop)
-    lines += _paired_table(paired(result, accuracy_drop, "baseline-short"), accuracy_drop)
+    lines += _paired_table(paired(result, accuracy_drop), result, accuracy_drop)
+    lines += _paired_table(paired(result, accuracy_drop, "baseline-short"), result, accuracy_drop)
     return "\n".join(lines) + "\n"
 
 
-def quick_table(result, accuracy_drop=ACCURACY_DROP):
+def quick_table(result, accuracy_drop=None):
     """The essential columns of `markdown_table`, narrow enough for a terminal.
 
     Variant, final accuracy, training time and its ratio to the baseline's,
@@ -409,32 +477,36 @@ def quick_table(result, accuracy_drop=ACCURACY_DROP):
     print(quick_table(load_json("bench_results/bench_quick_torch.json")))
     ```
     """
+    accuracy_drop = margin(result, accuracy_drop)
     rows = summarize(result, accuracy_drop)
+    final = f"final_{result_metric(result)}"
     several = len({r["precision"] for r in rows}) > 1
-    header = ["variant", "final acc.", "train time (s)", "× baseline",
-              f"time to base -{accuracy_drop * 100:g}pt (s)", "beats short"]
+    header = ["variant", f"final {_value_name(result)}", "train time (s)", "× baseline",
+              f"time to {_threshold_label(result, accuracy_drop)} (s)", "beats short"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for row in rows:
         name = f"{row['variant']} ({row['precision']})" if several else row["variant"]
         if "skipped" in row:
             lines.append(f"| {name} | skipped: {row['skipped'].split('.')[0]} |" + " |" * (len(header) - 2))
             continue
-        cells = [name, _format_spread(row["final_accuracy_spread"], 4), _format_spread(row["train_seconds_spread"]),
+        cells = [name, _format_spread(row[final + "_spread"], 4), _format_spread(row["train_seconds_spread"]),
                  _format_ratio(row.get("time_vs_baseline")), _format_spread(row.get("time_to_threshold_spread")),
                  _BEATS[row["beats_short_baseline"]]]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def _finding(row, baseline, name):
+def _finding(row, baseline, name, metric="accuracy"):
     """What one keras_boost variant did against the baseline, in words."""
     if "skipped" in row:
         return f"{name} was skipped"
     text = name
     if baseline is not None:
-        points = 100.0 * (row["final_accuracy_spread"]["median"] - baseline["final_accuracy_spread"]["median"])
-        text += (f" trained in {row['time_vs_baseline']:.2f}x the baseline's time and ended {points:+.1f} points "
-                 "from its final accuracy")
+        final = f"final_{metric}_spread"
+        difference = row[final]["median"] - baseline[final]["median"]
+        text += f" trained in {row['time_vs_baseline']:.2f}x the baseline's time and ended "
+        text += (f"{difference:+.3f} from its final validation loss" if metric == "loss"
+                 else f"{100.0 * difference:+.1f} points from its final accuracy")
     if row["beats_short_baseline"] is not None:
         text += " and beat baseline-short" if row["beats_short_baseline"] else " but did not beat baseline-short"
     return text
@@ -445,7 +517,7 @@ def _load(environment, key):
     return "?" if not loads else f"{loads[0]:.1f}"
 
 
-def verdict(result, accuracy_drop=ACCURACY_DROP):
+def verdict(result, accuracy_drop=None):
     """One line: what a benchmark found for each keras_boost variant, and how sure it is.
 
     How sure: the number of seeds, and the load average before and after
@@ -465,7 +537,8 @@ def verdict(result, accuracy_drop=ACCURACY_DROP):
     baselines = {r["precision"]: r for r in rows if r["variant"] == "baseline" and "skipped" not in r}
     several = len({r["precision"] for r in rows}) > 1
     findings = [
-        _finding(r, baselines.get(r["precision"]), f"{r['variant']} ({r['precision']})" if several else r["variant"])
+        _finding(r, baselines.get(r["precision"]), f"{r['variant']} ({r['precision']})" if several else r["variant"],
+                 result_metric(result))
         for r in rows if r["variant"] not in PLAIN_VARIANTS
     ]
     found = "; ".join(findings) if findings else "only plain Keras variants ran"
@@ -510,7 +583,7 @@ def median_curve(curves):
     return times, med, low, high
 
 
-def plot(result, path, accuracy_drop=ACCURACY_DROP):
+def plot(result, path, accuracy_drop=None):
     """Accuracy vs training time per precision, and a time vs accuracy panel.
 
     One panel per precision: for each variant, the median over seeds of the
@@ -519,7 +592,9 @@ def plot(result, path, accuracy_drop=ACCURACY_DROP):
     the baseline's final accuracy minus `accuracy_drop` as horizontal lines.
     A last panel places each (variant, precision) at its median training
     time and final accuracy, with min-max error bars (up and left is
-    better). Needs matplotlib (`pip install 'keras-boost[plot]'`).
+    better). A loss workload plots the validation loss (down and left is
+    better), its threshold the baseline's final loss plus `accuracy_drop`.
+    Needs matplotlib (`pip install 'keras-boost[plot]'`).
 
     Example:
 
@@ -536,6 +611,9 @@ def plot(result, path, accuracy_drop=ACCURACY_DROP):
         raise ImportError(
             "The plot needs matplotlib: pip install 'keras-boost[plot]'."
         ) from error
+    accuracy_drop = margin(result, accuracy_drop)
+    loss = result_metric(result) == "loss"
+    final, value = f"final_{result_metric(result)}", ("validation loss" if loss else "test accuracy")
     rows = [r for r in summarize(result, accuracy_drop) if "skipped" not in r]
     curves = {}
     for run in result["runs"]:
@@ -570,17 +648,18 @@ def plot(result, path, accuracy_drop=ACCURACY_DROP):
                           if r["precision"] == precision and r.get("threshold") is not None), None)
         if threshold is not None:
             ax.axhline(threshold, color="black", linewidth=0.8, linestyle="--",
-                       label=f"baseline -{accuracy_drop * 100:g}pt ({threshold:.3f})")
-        ax.set_ylim(bottom, 1.0)
+                       label=f"baseline {_threshold_label(result, accuracy_drop)[5:]} ({threshold:.3f})")
+        if not loss:
+            ax.set_ylim(bottom, 1.0)
         ax.set_xlabel("training wall time (s, evaluation excluded)")
-        ax.set_ylabel("test accuracy (median, min-max band)")
-        ax.set_title(f"{precision}: accuracy vs time")
-        ax.legend(fontsize=7, loc="lower right")
+        ax.set_ylabel(f"{value} (median, min-max band)")
+        ax.set_title(f"{precision}: {'loss' if loss else 'accuracy'} vs time")
+        ax.legend(fontsize=7, loc="upper right" if loss else "lower right")
         ax.grid(alpha=0.3)
 
     ax = axes[-1]
     for row in rows:
-        t, a = row["train_seconds_spread"], row["final_accuracy_spread"]
+        t, a = row["train_seconds_spread"], row[final + "_spread"]
         ax.errorbar(
             t["median"], a["median"],
             xerr=[[t["median"] - t["min"]], [t["max"] - t["median"]]],
@@ -589,8 +668,8 @@ def plot(result, path, accuracy_drop=ACCURACY_DROP):
             label=f"{row['variant']} ({row['precision']})" if len(precisions) > 1 else row["variant"],
         )
     ax.set_xlabel("training wall time (s), median and min-max")
-    ax.set_ylabel("final test accuracy, median and min-max")
-    ax.set_title("time vs final accuracy (up-left is better)")
+    ax.set_ylabel(f"final {value}, median and min-max")
+    ax.set_title(f"time vs final {'loss (down' if loss else 'accuracy (up'}-left is better)")
     ax.legend(fontsize=7, loc="best")
     ax.grid(alpha=0.3)
     env = result["environment"]

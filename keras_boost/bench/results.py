@@ -18,7 +18,8 @@ result = results.validate_result(json.load(open("bench_results/bench_quickstart_
 import dataclasses
 import json
 
-__all__ = ["RESULT_VERSION", "SUPPORTED_VERSIONS", "merge_results", "validate_result", "workload_record"]
+__all__ = ["RESULT_VERSION", "SUPPORTED_VERSIONS", "merge_results", "result_metric", "validate_result",
+           "workload_record"]
 
 # 2: runs in interleaved order with `order`, `started` and `load_average`;
 # workloads with warmup, momentum and weight decay; `environment.cpu_model`.
@@ -47,7 +48,16 @@ def workload_record(workload):
     record = {k: v for k, v in dataclasses.asdict(workload).items() if k not in ("build", "data")}
     if record.get("fine_tune") is None:
         record.pop("fine_tune", None)
+    if record.get("metric") == "accuracy":
+        record.pop("metric")  # as results recorded it before workloads had a metric
     return json.loads(json.dumps(record))
+
+
+def result_metric(result):
+    """The metric of a result's workload: `"accuracy"` (also for results
+    written before workloads had a metric) or `"loss"`; its runs record
+    `final_accuracy` or `final_loss`."""
+    return result["workload"].get("metric", "accuracy")
 
 
 def merge_results(earlier, later):
@@ -89,7 +99,7 @@ def merge_results(earlier, later):
 _RUN_FIELDS = {
     "variant": str, "precision": str, "seed": int, "epochs": int, "steps": int,
     "fit_seconds": float, "train_seconds": float, "steps_per_second": float,
-    "curve": list, "final_accuracy": float,
+    "curve": list,
 }
 
 
@@ -109,14 +119,20 @@ def validate_result(result):
             raise ValueError(f"Benchmark result lacks {key!r}.")
     if result["version"] not in SUPPORTED_VERSIONS:
         raise ValueError(f"Result version {result['version']!r}, expected one of {list(SUPPORTED_VERSIONS)}.")
+    metric = result_metric(result)
+    if metric not in ("accuracy", "loss"):
+        raise ValueError(f"workload.metric must be 'accuracy' or 'loss', got {metric!r}.")
+    final = f"final_{metric}"
     for i, run in enumerate(result["runs"]):
         if "skipped" in run:
             continue
-        for key, kind in _RUN_FIELDS.items():
+        for key, kind in {**_RUN_FIELDS, final: float}.items():
             if not isinstance(run.get(key), kind) or isinstance(run.get(key), bool):
                 raise ValueError(f"runs[{i}].{key} must be {kind.__name__}, got {run.get(key)!r}.")
-        if not 0.0 <= run["final_accuracy"] <= 1.0:
-            raise ValueError(f"runs[{i}].final_accuracy out of [0, 1]: {run['final_accuracy']}.")
+        if metric == "accuracy" and not 0.0 <= run[final] <= 1.0:
+            raise ValueError(f"runs[{i}].final_accuracy out of [0, 1]: {run[final]}.")
+        if metric == "loss" and run[final] < 0.0:  # NaN passes: a diverged run is a result too
+            raise ValueError(f"runs[{i}].final_loss must be >= 0: {run[final]}.")
         if run["time_to_target"] is not None and run["time_to_target"] > run["train_seconds"] + 1e-9:
             raise ValueError(f"runs[{i}].time_to_target exceeds the run's training time.")
         times = [t for t, _ in run["curve"]]

@@ -1,11 +1,14 @@
 """One timed training run of one variant (`run_once`), and the burn-in.
 
 A run builds the workload's model for its seed, turns it into the
-variant's (a boost variant through `AutoBoost` + `BoostModel.from_model`),
+variant's (a boost variant through `AutoBoost` + `BoostModel.from_model`;
+a wrap variant keeps the plain model and compiles it with
+`boost.wrap(optimizer, level, config)`),
 trains it on the seeded pipeline of `pipeline.training_dataset` with the
-recipe's schedule, and records test accuracy after every epoch against
-training wall time (`clock.AccuracyClock`), the steady steps/s, the time to
-the target accuracy and the final accuracy. A variant that cannot run (an
+recipe's schedule, and records test accuracy (a loss workload: the test
+loss, `final_loss`) after every epoch against training wall time
+(`clock.AccuracyClock`), the steady steps/s, the time to the target and
+the final accuracy. A variant that cannot run (an
 algorithm not implemented yet) is recorded as skipped with the reason,
 never silently dropped; AdaSum variants run (on one replica AdaSum is the
 identity, which their record notes; `python -m benchmarks.adasum`
@@ -37,11 +40,12 @@ import numpy as np
 
 import keras_boost as boost
 from keras_boost.bench.clock import AccuracyClock
-from keras_boost.bench.clock import time_to_accuracy
+from keras_boost.bench.clock import time_to_target
 from keras_boost.bench.pipeline import training_dataset
 from keras_boost.bench.schedule import phase_epochs
 from keras_boost.bench.schedule import recipe_optimizer
 from keras_boost.bench.schedule import schedule_steps
+from keras_boost.bench.variants import variant_door
 from keras_boost.bench.variants import variant_recipe
 from keras_boost.bench.variants import variant_spec
 
@@ -91,20 +95,24 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
         keras.utils.set_random_seed(seed)
         model = workload.build(seed)
         optimizer = recipe_optimizer(workload, total_steps, warmup_steps)
-        if spec is not None:
-            level, config = spec
-            try:
+        door = variant_door(variant)
+        try:
+            if door == "wrap":  # the optimizer door: the plain model, its optimizer wrapped
+                optimizer = _wrap(optimizer, spec)
+                record["optimizer_chain"] = repr(optimizer)
+            elif door == "model":
+                level, config = spec
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore", boost.config.BoostConfigWarning)
                     processed, optimizer = boost.AutoBoost(level, config).network_auto_process_train(model, optimizer)
                     model = boost.BoostModel.from_model(processed, boost_level=level, boost_config_dict=config)
-            except NotImplementedError as error:
-                return {**record, "skipped": str(error)}
-            if model.boost_config["boost"]["adasum"]:
-                record["note"] = ("one replica: AdaSum is the identity here; "
-                                  "python -m benchmarks.adasum measures it on N replicas")
+        except NotImplementedError as error:
+            return {**record, "skipped": str(error)}
+        if door is not None and (optimizer if door == "wrap" else model).boost_config["boost"]["adasum"]:
+            record["note"] = ("one replica: AdaSum is the identity here; "
+                              "python -m benchmarks.adasum measures it on N replicas")
         model.compile(optimizer=optimizer, loss=LOSS)
-        clock = AccuracyClock(x_test, y_test, model)
+        clock = AccuracyClock(x_test, y_test, model, metric=workload.metric)
         keras.utils.set_random_seed(seed)
         # The same batches for every variant: a seeded dataset, or, for
         # fine-tuning, arrays that Keras shuffles from the seed (a level's
@@ -124,7 +132,9 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                 fine_tune.unfreeze(model)
                 total, warmup = schedule_steps(workload, phase_length, steps_per_epoch, ratio,
                                                warmup_epochs=fine_tune.warmup_epochs)
-                model.compile(optimizer=recipe_optimizer(workload, total, warmup, fine_tune.learning_rate), loss=LOSS)
+                phase_optimizer = recipe_optimizer(workload, total, warmup, fine_tune.learning_rate)
+                model.compile(optimizer=_wrap(phase_optimizer, spec) if door == "wrap" else phase_optimizer,
+                              loss=LOSS)
             if variant == "prefix-cache":
                 boost.fit_with_cached_prefix(model, x, y, batch_size=workload.batch_size, epochs=phase_length,
                                              shuffle=True, verbose=0, callbacks=[clock])
@@ -135,7 +145,7 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
                 model.fit(dataset, steps_per_epoch=steps_per_epoch, epochs=phase_length, shuffle=False, verbose=0,
                           callbacks=[clock])
             freeze_depths.append(_freeze_depths(model))
-            if spec is not None:
+            if door == "model":
                 summaries.append(model.boost_summary())
         fit_seconds = time.perf_counter() - start
     finally:
@@ -160,9 +170,18 @@ def run_once(workload, variant, precision, seed, short_ratio=0.8):
         "train_seconds": clock.curve[-1][0],
         "steps_per_second": steps_per_epoch / float(np.median(steady)),
         "curve": clock.curve,
-        "time_to_target": time_to_accuracy(clock.curve, workload.target),
-        "final_accuracy": clock.curve[-1][1],
+        "time_to_target": time_to_target(clock.curve, workload.target, workload.lower_is_better),
+        # `final_accuracy`, or `final_loss` for a workload with metric "loss".
+        f"final_{workload.metric}": clock.curve[-1][1],
     }
+
+
+def _wrap(optimizer, spec):
+    """`boost.wrap(optimizer, level, config)` of a wrap variant's spec."""
+    level, config = spec
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", boost.config.BoostConfigWarning)
+        return boost.wrap(optimizer, level, config)
 
 
 def _freeze_depths(model):

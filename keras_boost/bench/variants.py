@@ -9,12 +9,24 @@
   fine-tuning workloads; not in the defaults);
 - one variant per keras_boost algorithm, alone (manual mode,
   `ALGORITHM_CONFIGS`), and one per level (O1, O2, `LEVEL_CONFIGS`),
-  through `AutoBoost` + `BoostModel.from_model`.
+  through `AutoBoost` + `BoostModel.from_model`: the model door;
+- `wrap-O0`, `wrap-O1`, `wrap-O2` (`WRAP_CONFIGS`): the optimizer door,
+  the baseline's plain `keras.Model` compiled with
+  `boost.wrap(recipe_optimizer, level, config)` and no `BoostModel`, so
+  that a table of `baseline,wrap-O1,O1` compares the two doors of a level.
+  Only the level's optimizer-level algorithms act there (`wrap-O1`:
+  gradient centralization; `wrap-O2` adds AdaSum; gradient freezing is
+  left out on a plain model, model surgery never runs); the record's
+  `optimizer_chain` says what ran. `wrap-O0` is O0 in manual mode, a
+  pass-through on its own, to which overrides switch on one optimizer-
+  level algorithm alone: `wrap-O0+boost.adasum=true`, and so any switch
+  a later optimizer wrapper adds to the config's `boost` section
+  (`wrap-O0+boost.SWITCH=true+SWITCH.key=value`). Not in the defaults.
 
 A name may carry overrides after `+`: config overrides of a boost variant
 (`O1+grad_freeze.freeze_p=0.5`) and recipe overrides of any variant
 (`baseline+recipe.batch_size=256`); see `variant_spec` and
-`variant_recipe`.
+`variant_recipe`. A wrap variant takes both (`wrap-O1+recipe.batch_size=128`).
 
 Example:
 
@@ -22,6 +34,7 @@ Example:
 from keras_boost.bench import variants
 variants.variant_spec("O1")                     # ('O1', {'grad_freeze': {'total_steps': 'auto'}})
 variants.split_variants("baseline,O1")          # ['baseline', 'O1']
+variants.variant_door("wrap-O1")                # 'wrap': plain model, boost.wrap(optimizer, "O1")
 ```
 """
 
@@ -33,8 +46,8 @@ import warnings
 import keras_boost as boost
 
 __all__ = [
-    "ALGORITHM_CONFIGS", "DEFAULT_VARIANTS", "LEVEL_CONFIGS", "PLAIN_VARIANTS", "RECIPE_FIELDS", "split_variants",
-    "variant_recipe", "variant_spec",
+    "ALGORITHM_CONFIGS", "DEFAULT_VARIANTS", "LEVEL_CONFIGS", "PLAIN_VARIANTS", "RECIPE_FIELDS", "WRAP_CONFIGS",
+    "split_variants", "variant_door", "variant_recipe", "variant_spec",
 ]
 
 # Each algorithm alone, as a manual-mode config on top of O0.
@@ -47,6 +60,15 @@ ALGORITHM_CONFIGS = {
     "fused_batch_norm": {"boost": {"mode": "manual", "fused_batch_norm": True}},
 }
 LEVEL_CONFIGS = {"O1": {"grad_freeze": {"total_steps": "auto"}}, "O2": {"grad_freeze": {"total_steps": "auto"}}}
+# The optimizer door: (level, config) of `boost.wrap` on the plain model.
+# wrap-O1 and wrap-O2 take their level's config as O1 and O2 do (freezing's
+# part is left out on a plain model); wrap-O0 is manual, so that a
+# `+boost.SWITCH=true` override turns on one algorithm alone.
+WRAP_CONFIGS = {
+    "wrap-O0": ("O0", {"boost": {"mode": "manual"}}),
+    "wrap-O1": ("O1", LEVEL_CONFIGS["O1"]),
+    "wrap-O2": ("O2", LEVEL_CONFIGS["O2"]),
+}
 DEFAULT_VARIANTS = ("baseline", "baseline-short", *ALGORITHM_CONFIGS, *LEVEL_CONFIGS)
 # Plain Keras runs: the baselines, and `prefix-cache`, the baseline's model
 # and recipe trained by `boost.fit_with_cached_prefix` (the frozen part of
@@ -124,6 +146,23 @@ def variant_recipe(name, workload):
     return dataclasses.replace(workload, **changes) if changes else workload
 
 
+def variant_door(name):
+    """How a variant trains keras_boost: `"model"` (`BoostModel.from_model`,
+    the algorithm and level variants), `"wrap"` (the plain model compiled
+    with `boost.wrap`, `WRAP_CONFIGS`), or None (plain Keras).
+
+    Example:
+
+    ```python
+    variant_door("O1"), variant_door("wrap-O1+boost.adasum=true"), variant_door("baseline")
+    # ('model', 'wrap', None)
+    ```
+    """
+    if variant_spec(name) is None:
+        return None
+    return "wrap" if name.split("+")[0] in WRAP_CONFIGS else "model"
+
+
 def variant_spec(name):
     """(level, config) of a boost variant; None for the plain baselines.
 
@@ -140,6 +179,8 @@ def variant_spec(name):
     variant_spec("O1+grad_freeze.freeze_p=0.5")
     # ('O1', {'grad_freeze': {'total_steps': 'auto', 'freeze_p': 0.5}})
     variant_spec("baseline+recipe.batch_size=256")   # None: plain Keras
+    variant_spec("wrap-O0+boost.adasum=true")
+    # ('O0', {'boost': {'mode': 'manual', 'adasum': True}}): boost.wrap's level and config
     ```
     """
     base = name.split("+")[0]
@@ -147,9 +188,12 @@ def variant_spec(name):
         level, config = "O0", ALGORITHM_CONFIGS[base]
     elif base in LEVEL_CONFIGS:
         level, config = base, LEVEL_CONFIGS[base]
+    elif base in WRAP_CONFIGS:
+        level, config = WRAP_CONFIGS[base]
     elif base not in PLAIN_VARIANTS or not all(o.startswith("recipe.") for o in name.split("+")[1:]):
         raise ValueError(
-            f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS) + ['prefix-cache']}, a boost variant "
+            f"Unknown variant {name!r}. Valid variants: {list(DEFAULT_VARIANTS) + ['prefix-cache', *WRAP_CONFIGS]}, "
+            "a boost variant "
             "optionally followed by config overrides such as '+grad_freeze.freeze_p=0.5', any of them followed by "
             "recipe overrides such as '+recipe.batch_size=256'."
         )

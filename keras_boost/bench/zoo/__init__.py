@@ -13,12 +13,16 @@ are made in the package or come from its embedded MNIST sample.
   the digits 5-9, in two phases (`zoo.finetune`).
 - `transformer`: keras.io's text-classification transformer on a generated
   keyword-order token task (`zoo.transformer`).
+- `lm`: keras.io's miniature GPT (two causal transformer blocks), a
+  character-level language model of generated grammar text, measured by
+  its validation loss (`zoo.lm`).
 """
 
 import functools
 
 from keras_boost.bench.zoo.applications import applications_workload
 from keras_boost.bench.zoo.finetune import finetune_workload
+from keras_boost.bench.zoo.lm import lm_workload
 from keras_boost.bench.zoo.transformer import transformer_workload
 
 __all__ = ["WORKLOADS"]
@@ -28,5 +32,6 @@ WORKLOADS = {
     "applications-efficientnetb0": functools.partial(applications_workload, "EfficientNetB0"),
     "applications-resnet50v2": functools.partial(applications_workload, "ResNet50V2"),
     "finetune": finetune_workload,
+    "lm": lm_workload,
     "transformer": transformer_workload,
 }
