@@ -72,6 +72,7 @@ __all__ = [
     "unpack_x_y_sample_weight",
     "unscale_loss_for_distribution",
     "update_metrics_variables",
+    "uses_weight_decay",
     "weight_decay_exclusions",
 ]
 
@@ -400,6 +401,13 @@ def weight_decay_exclusions(optimizer):
     `optimizer`'s weight decay, or an empty set (`BaseOptimizer
     ._exclude_from_weight_decay`: the public setter only writes)."""
     return set(getattr(optimizer, "_exclude_from_weight_decay", None) or ())
+
+
+def uses_weight_decay(optimizer, variable):
+    """Whether `optimizer`'s decoupled weight decay applies to `variable`
+    (`BaseOptimizer._use_weight_decay`: the exclusions by variable and by
+    name pattern); False when its `weight_decay` is None."""
+    return optimizer.weight_decay is not None and bool(optimizer._use_weight_decay(variable))
 
 
 def set_weight_decay_exclusions(optimizer, keys):
