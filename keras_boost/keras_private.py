@@ -44,6 +44,7 @@ __all__ = [
     "compute_output_spec",
     "distribute_strategy",
     "flatten_layers",
+    "gradient_all_reduce_replaced",
     "has_gradient_all_reduce",
     "in_multi_worker_mode",
     "inbound_node",
@@ -431,6 +432,13 @@ def replace_gradient_all_reduce(optimizer, fn):
     that combined the replicas' gradients itself (AdaSum) applies them
     as they are."""
     optimizer._all_reduce_sum_gradients = fn
+
+
+def gradient_all_reduce_replaced(optimizer):
+    """Whether a wrapper replaced `optimizer`'s SUM all-reduce for the
+    current apply (`replace_gradient_all_reduce`): the gradients it gets are
+    combined already."""
+    return "_all_reduce_sum_gradients" in vars(optimizer)
 
 
 def restore_gradient_all_reduce(optimizer):

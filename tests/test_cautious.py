@@ -3,6 +3,8 @@ NumPy C-AdamW and C-SGD-momentum, weight decay left unmasked, the mask
 fraction, fit, saving and exact resume, and the config switch."""
 
 import os
+import subprocess
+import sys
 
 import keras
 import numpy as np
@@ -11,6 +13,8 @@ import pytest
 import keras_boost as boost
 from keras_boost import ops as kb_ops
 from keras_boost.optimizers import optimizer_chain
+
+from conftest import requires_tensorflow
 
 
 def to_np(x):
@@ -171,6 +175,20 @@ def test_refuses_an_inner_ema_or_accumulation():
         boost.CautiousOptimizer(keras.optimizers.Adam(gradient_accumulation_steps=2))
 
 
+@pytest.mark.skipif(keras.backend.backend() == "jax",
+                    reason="Keras' LossScaleOptimizer.apply runs only statelessly on JAX")
+def test_a_step_the_inner_optimizer_skips_leaves_the_weights():
+    v = keras.Variable(np.ones(4, "float32"), name="w")
+    inner = keras.optimizers.LossScaleOptimizer(keras.optimizers.AdamW(0.1, weight_decay=0.5))
+    opt = boost.CautiousOptimizer(inner)
+    opt.apply([keras.ops.convert_to_tensor(np.array([1.0, -1.0, 1.0, 1.0], "float32"))], [v])
+    before, fraction = to_np(v), opt.masked_fraction
+    # An overflow: the loss-scale optimizer skips the step, decay included.
+    opt.apply([keras.ops.convert_to_tensor(np.array([np.inf, -1.0, 1.0, 1.0], "float32"))], [v])
+    np.testing.assert_array_equal(to_np(v), before)
+    assert opt.masked_fraction == fraction
+
+
 # --- in fit, saved and resumed ------------------------------------------------
 
 
@@ -267,3 +285,29 @@ def test_boost_model_with_the_switch_trains_and_says_so():
     cautious = find_in_chain(model.optimizer, boost.CautiousOptimizer)
     assert cautious is not None and 0.0 < cautious.masked_fraction < 1.0
     assert "cautious masking:" in model.boost_summary()
+
+
+# --- under tf.distribute ----------------------------------------------------------
+
+
+@requires_tensorflow
+@pytest.mark.skipif(keras.backend.backend() != "tensorflow", reason="a tf.distribute test: the tensorflow lane")
+@pytest.mark.slow
+def test_mirrored_masks_with_the_summed_gradient(tmp_path):
+    # Keras' TF optimizers sum the replicas' gradients inside `apply`; a mask
+    # built from each replica's own gradient drove the replicas apart (0.2).
+    script = os.path.join(os.path.dirname(__file__), "distributed", "mirrored_cautious.py")
+    env = {**os.environ, "KERAS_BACKEND": "tensorflow", "TF_CPP_MIN_LOG_LEVEL": "2",
+           "CUDA_VISIBLE_DEVICES": "", "PYTHONWARNINGS": "ignore"}
+    env.pop("TF_CONFIG", None)
+    # The checked-out package, as in this process (pytest's `pythonpath`).
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    proc = subprocess.run([sys.executable, script, str(tmp_path)], env=env, capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode(errors="replace")[-4000:]
+    arrays = dict(np.load(tmp_path / "cautious.npz"))
+    for mode in ("plain", "boost"):
+        np.testing.assert_allclose(arrays[f"{mode}_distributed"], arrays[f"{mode}_single"], rtol=1e-5, atol=1e-6)
+        assert not np.allclose(arrays[f"{mode}_init"], arrays[f"{mode}_distributed"])
+        assert float(arrays[f"{mode}_spread"]) == 0.0, f"{mode}: replicas out of sync"
+        assert 0.0 < float(arrays[f"{mode}_masked_fraction"]) < 1.0

@@ -119,26 +119,27 @@ class CautiousOptimizer(OptimizerWrapper):
             variables = list(keras_private.optimizer_trained_variables(self))
         else:
             variables = list(trainable_variables)
-        pairs = [
-            (g, v) for g, v in zip(grads, variables)
+        masked = [
+            i for i, (g, v) in enumerate(zip(grads, variables))
             if g is not None and not getattr(v, "overwrite_with_gradient", False)
         ]
         # Read before the inner step: the learning rate at this step, the
         # weights before it (a copy: torch assigns in place).
-        before = [ops.copy(v.value) for _, v in pairs]
-        decays = [self._decay_factor(innermost, v) for _, v in pairs]
+        before = [ops.copy(variables[i].value) for i in masked]
+        decays = [self._decay_factor(innermost, variables[i]) for i in masked]
         steps_before = ops.copy(innermost.iterations.value)
-        self.inner_optimizer.apply(grads, trainable_variables)
+        grads = self._inner_apply(innermost, grads, trainable_variables)
         applied = ops.not_equal(innermost.iterations.value, steps_before)
 
         assignments, kept_total, size_total = [], 0.0, 0
-        for (gradient, variable), old, decay in zip(pairs, before, decays):
+        for i, old, decay in zip(masked, before, decays):
+            variable = variables[i]
             after = variable.value
             # Keras' decoupled decay, `theta - theta * wd * lr`, where it applied.
             decayed = old if decay is None else ops.where(applied, old - old * decay, old)
             # The step subtracted: after = decayed - step.
             step = decayed - after
-            kept = kept_coordinates(step, _dense(gradient))
+            kept = kept_coordinates(step, _dense(grads[i]))
             mask = ops.cast(rescale_kept(kept, MIN_KEPT_FRACTION), step.dtype)
             # decayed - step * mask, written so that a full mask returns the
             # inner optimizer's weights exactly.
@@ -153,6 +154,27 @@ class CautiousOptimizer(OptimizerWrapper):
             fraction = ops.where(applied, fraction, self._masked_fraction.value)
             assignments.append((self._masked_fraction, ops.cast(fraction, "float32")))
         kb_backend.current().assign_each(assignments)
+
+    def _inner_apply(self, innermost, grads, trainable_variables):
+        """Lets the wrapped optimizer step; returns the gradients it stepped
+        with. Under a `tf.distribute` strategy, Keras' TensorFlow optimizers
+        sum the replicas' gradients inside `apply`: the sum is taken here
+        instead (the same one collective), so that the mask compares the step
+        with the gradient that made it, the same on every replica."""
+        seam = kb_backend.current()
+        if (keras.backend.backend() == "tensorflow" and seam.in_replica_context()
+                and keras_private.has_gradient_all_reduce(innermost)
+                and not keras_private.gradient_all_reduce_replaced(innermost)):
+            present = [i for i, g in enumerate(grads) if g is not None]
+            summed = seam.all_reduce_sum([grads[i] for i in present])
+            grads = list(grads)
+            for i, g in zip(present, summed):
+                grads[i] = g
+            with seam.local_gradients(innermost):
+                self.inner_optimizer.apply(grads, trainable_variables)
+            return grads
+        self.inner_optimizer.apply(grads, trainable_variables)
+        return grads
 
     def _decay_factor(self, innermost, variable):
         """`weight_decay * lr` of the wrapped optimizer for `variable`, or
