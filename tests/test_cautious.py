@@ -132,6 +132,24 @@ def test_cautious_sgd_momentum_matches_numpy():
             np.testing.assert_allclose(to_np(var), expected, rtol=1e-5, atol=1e-6)
 
 
+def test_cautious_lion_matches_numpy():
+    lr, wd, b1, b2 = 0.01, 0.5, 0.9, 0.99
+    vs = variables()
+    theta = [to_np(v).astype(np.float64) for v in vs]
+    opt = boost.CautiousOptimizer(keras.optimizers.Lion(lr, beta_1=b1, beta_2=b2, weight_decay=wd))
+    m = [np.zeros_like(t) for t in theta]
+    for grads in gradient_steps(5, seed=6):
+        for i, g in enumerate(grads):
+            theta[i] = theta[i] - theta[i] * wd * lr
+            u = lr * np.sign(b1 * m[i] + (1 - b1) * g)
+            theta[i] = theta[i] - u * numpy_mask(u, g)
+            m[i] = b2 * m[i] + (1 - b2) * g
+        opt.apply([keras.ops.convert_to_tensor(g) for g in grads], vs)
+        for var, expected in zip(vs, theta):
+            np.testing.assert_allclose(to_np(var), expected, rtol=1e-5, atol=1e-6)
+    assert opt.masked_fraction > 0.0
+
+
 def test_mask_fraction_counts_the_disagreeing_coordinates():
     v = keras.Variable(np.zeros(4, "float32"))
     opt = boost.CautiousOptimizer(keras.optimizers.SGD(0.1, momentum=0.9))

@@ -35,8 +35,10 @@ def _check_inner(optimizer, name):
 
 
 def _dense(gradient):
-    # A sparse gradient (TensorFlow's IndexedSlices of an Embedding) as a tensor.
-    return gradient if not type(gradient).__name__ == "IndexedSlices" else ops.convert_to_tensor(gradient)
+    """A sparse gradient (TensorFlow's IndexedSlices of an Embedding) as a tensor."""
+    if type(gradient).__name__ == "IndexedSlices":
+        return ops.convert_to_tensor(gradient)
+    return gradient
 
 
 @keras.saving.register_keras_serializable(package="keras_boost")
