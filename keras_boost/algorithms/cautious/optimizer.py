@@ -121,20 +121,22 @@ class CautiousOptimizer(OptimizerWrapper):
             variables = list(keras_private.optimizer_trained_variables(self))
         else:
             variables = list(trainable_variables)
-        masked = [
+        # The variables the wrapped optimizer steps (Keras overwrites the
+        # `overwrite_with_gradient` ones with their gradient: no step to mask).
+        stepped = [
             i for i, (g, v) in enumerate(zip(grads, variables))
             if g is not None and not getattr(v, "overwrite_with_gradient", False)
         ]
         # Read before the inner step: the learning rate at this step, the
         # weights before it (a copy: torch assigns in place).
-        before = [ops.copy(variables[i].value) for i in masked]
-        decays = [self._decay_factor(innermost, variables[i]) for i in masked]
+        before = [ops.copy(variables[i].value) for i in stepped]
+        decays = [self._decay_factor(innermost, variables[i]) for i in stepped]
         steps_before = ops.copy(innermost.iterations.value)
         grads = self._inner_apply(innermost, grads, trainable_variables)
         applied = ops.not_equal(innermost.iterations.value, steps_before)
 
         assignments, kept_total, size_total = [], 0.0, 0
-        for i, old, decay in zip(masked, before, decays):
+        for i, old, decay in zip(stepped, before, decays):
             variable = variables[i]
             after = variable.value
             # Keras' decoupled decay, `theta - theta * wd * lr`, where it applied.
