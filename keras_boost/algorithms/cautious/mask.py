@@ -9,11 +9,20 @@ size (C-AdamW's and timm's rescaling).
 """
 
 from keras import ops
+from keras.backend import standardize_dtype
 
 __all__ = ["MIN_KEPT_FRACTION", "cautious_mask", "cautious_update", "kept_coordinates", "rescale_kept"]
 
 # The floor of the kept fraction in the rescaling (C-AdamW and timm: 1e-3).
 MIN_KEPT_FRACTION = 1e-3
+
+
+def _cast(x, dtype):
+    """`ops.cast`, skipped where `x` has that dtype already (eager torch pays
+    for every op)."""
+    if not ops.is_tensor(x):
+        x = ops.convert_to_tensor(x)
+    return x if standardize_dtype(x.dtype) == dtype else ops.cast(x, dtype)
 
 
 def kept_coordinates(update, gradient):
@@ -27,9 +36,8 @@ def kept_coordinates(update, gradient):
     kept_coordinates(np.array([0.1, -0.2, 0.3]), np.array([1.0, 1.0, 0.0]))   # [1, 0, 0]
     ```
     """
-    update = ops.cast(update, "float32")
-    gradient = ops.cast(gradient, "float32")
-    return ops.cast(ops.greater(update * gradient, 0.0), "float32")
+    product = _cast(update, "float32") * _cast(gradient, "float32")
+    return ops.cast(product > 0.0, "float32")
 
 
 def rescale_kept(kept, min_kept_fraction=MIN_KEPT_FRACTION):
@@ -42,8 +50,8 @@ def rescale_kept(kept, min_kept_fraction=MIN_KEPT_FRACTION):
     rescale_kept(np.array([1.0, 0.0, 1.0, 1.0]))   # [4/3, 0, 4/3, 4/3]
     ```
     """
-    kept = ops.cast(kept, "float32")
-    return kept / ops.maximum(ops.mean(kept), min_kept_fraction)
+    kept = _cast(kept, "float32")
+    return kept * (1.0 / ops.maximum(ops.mean(kept), min_kept_fraction))
 
 
 def cautious_mask(update, gradient, min_kept_fraction=MIN_KEPT_FRACTION):
@@ -59,9 +67,10 @@ def cautious_mask(update, gradient, min_kept_fraction=MIN_KEPT_FRACTION):
     return rescale_kept(kept_coordinates(update, gradient), min_kept_fraction)
 
 
-def cautious_update(update, gradient, min_kept_fraction=MIN_KEPT_FRACTION):
+def cautious_update(update, gradient, min_kept_fraction=MIN_KEPT_FRACTION, return_kept_fraction=False):
     """`update * cautious_mask(update, gradient)`: the cautious step to
-    subtract, in `update`'s dtype.
+    subtract, in `update`'s dtype; with `return_kept_fraction`, also
+    `mean(kept_coordinates(update, gradient))` (a float32 scalar).
 
     Example:
 
@@ -69,6 +78,10 @@ def cautious_update(update, gradient, min_kept_fraction=MIN_KEPT_FRACTION):
     cautious_update(np.array([0.1, -0.2]), np.array([1.0, 1.0]))   # [0.2, 0.0]
     ```
     """
-    update = ops.convert_to_tensor(update)
-    mask = cautious_mask(update, gradient, min_kept_fraction)
-    return ops.cast(ops.cast(update, "float32") * mask, update.dtype)
+    if not ops.is_tensor(update):
+        update = ops.convert_to_tensor(update)
+    kept = kept_coordinates(update, gradient)
+    fraction = ops.mean(kept)
+    scale = 1.0 / ops.maximum(fraction, min_kept_fraction)
+    masked = _cast(_cast(update, "float32") * kept * scale, standardize_dtype(update.dtype))
+    return (masked, fraction) if return_kept_fraction else masked

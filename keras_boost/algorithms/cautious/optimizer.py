@@ -6,8 +6,7 @@ from keras import ops
 from keras_boost import backend as kb_backend
 from keras_boost import keras_private
 from keras_boost.algorithms.cautious.mask import MIN_KEPT_FRACTION
-from keras_boost.algorithms.cautious.mask import kept_coordinates
-from keras_boost.algorithms.cautious.mask import rescale_kept
+from keras_boost.algorithms.cautious.mask import cautious_update
 from keras_boost.algorithms.optimizer_wrapper import OptimizerWrapper
 from keras_boost.algorithms.optimizer_wrapper import optimizer_chain
 
@@ -130,32 +129,39 @@ class CautiousOptimizer(OptimizerWrapper):
         # Read before the inner step: the learning rate at this step, the
         # weights before it (a copy: torch assigns in place).
         before = [ops.copy(variables[i].value) for i in stepped]
-        decays = [self._decay_factor(innermost, variables[i]) for i in stepped]
-        steps_before = ops.copy(innermost.iterations.value)
+        decays = self._decay_factors(innermost, [variables[i] for i in stepped])
+        # A Keras optimizer always steps; one inside a wrapper (a
+        # LossScaleOptimizer on an overflow) may not: then its step count
+        # stays, and so do the weights.
+        may_skip = self.inner_optimizer is not innermost
+        steps_before = ops.copy(innermost.iterations.value) if may_skip else None
         grads = self._inner_apply(innermost, grads, trainable_variables)
-        applied = ops.not_equal(innermost.iterations.value, steps_before)
+        applied = ops.not_equal(innermost.iterations.value, steps_before) if may_skip else None
 
         assignments, kept_total, size_total = [], 0.0, 0
         for i, old, decay in zip(stepped, before, decays):
             variable = variables[i]
             after = variable.value
             # Keras' decoupled decay, `theta - theta * wd * lr`, where it applied.
-            decayed = old if decay is None else ops.where(applied, old - old * decay, old)
+            decayed = old if decay is None else old - old * decay
+            if decay is not None and applied is not None:
+                decayed = ops.where(applied, decayed, old)
             # The step subtracted: after = decayed - step.
             step = decayed - after
-            kept = kept_coordinates(step, _dense(grads[i]))
-            mask = ops.cast(rescale_kept(kept, MIN_KEPT_FRACTION), step.dtype)
-            # decayed - step * mask, written so that a full mask returns the
-            # inner optimizer's weights exactly.
-            new = after + (1 - mask) * step
+            masked, kept = cautious_update(step, _dense(grads[i]), MIN_KEPT_FRACTION,
+                                           return_kept_fraction=True)
+            # decayed - masked, written so that a full mask (scale 1) returns
+            # the inner optimizer's weights exactly.
+            new = after + (step - masked)
             if variable.constraint is not None:
                 new = variable.constraint(new)
             assignments.append((variable, new))
-            kept_total = kept_total + ops.sum(kept)
+            kept_total = kept_total + kept * float(_size(old))
             size_total += _size(old)
         if size_total:
             fraction = 1.0 - kept_total / float(size_total)
-            fraction = ops.where(applied, fraction, self._masked_fraction.value)
+            if applied is not None:
+                fraction = ops.where(applied, fraction, self._masked_fraction.value)
             assignments.append((self._masked_fraction, ops.cast(fraction, "float32")))
         kb_backend.current().assign_each(assignments)
 
@@ -180,14 +186,20 @@ class CautiousOptimizer(OptimizerWrapper):
         self.inner_optimizer.apply(grads, trainable_variables)
         return grads
 
-    def _decay_factor(self, innermost, variable):
-        """`weight_decay * lr` of the wrapped optimizer for `variable`, or
-        None when its decoupled weight decay does not apply to it."""
-        if not keras_private.uses_weight_decay(innermost, variable):
-            return None
-        lr = ops.cast(innermost.learning_rate, variable.dtype)
-        wd = ops.cast(innermost.weight_decay, variable.dtype)
-        return wd * lr
+    def _decay_factors(self, innermost, variables):
+        """`weight_decay * lr` of the wrapped optimizer for each variable (in
+        its dtype; the learning rate read once), or None where its decoupled
+        weight decay does not apply."""
+        factors, by_dtype = [], {}
+        for variable in variables:
+            if not keras_private.uses_weight_decay(innermost, variable):
+                factors.append(None)
+                continue
+            if variable.dtype not in by_dtype:
+                lr = ops.cast(innermost.learning_rate, variable.dtype)
+                by_dtype[variable.dtype] = ops.cast(innermost.weight_decay, variable.dtype) * lr
+            factors.append(by_dtype[variable.dtype])
+        return factors
 
     def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
         # The stateful rule, run in a scope that maps every variable to its
