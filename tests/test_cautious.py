@@ -36,6 +36,9 @@ def test_mask_matches_numpy():
     np.testing.assert_allclose(to_np(kb_ops.cautious_mask(u, g)), numpy_mask(u, g), rtol=1e-6)
     np.testing.assert_allclose(to_np(kb_ops.cautious_update(u, g)), u * numpy_mask(u, g), rtol=1e-6)
     np.testing.assert_array_equal(to_np(kb_ops.kept_coordinates(u, g)), (u * g > 0).astype("float32"))
+    masked, kept = kb_ops.cautious_update(u, g, return_kept_fraction=True)
+    np.testing.assert_allclose(to_np(masked), u * numpy_mask(u, g), rtol=1e-6)
+    assert float(to_np(kept)) == pytest.approx((u * g > 0).mean())
 
 
 def test_mask_sign_convention_and_floor():
