@@ -35,6 +35,7 @@ from keras_boost.algorithms.adaptive_optimizers import LARS
 from keras_boost.algorithms.adaptive_optimizers import AdaBelief
 from keras_boost.algorithms.adaptive_optimizers import AdaBound
 from keras_boost.algorithms.adasum import AdaSum
+from keras_boost.algorithms.cautious import CautiousOptimizer
 from keras_boost.algorithms.centralization import GradientCentralization
 from keras_boost.algorithms.dim_reduce import DimReduce
 from keras_boost.algorithms.distillation import Distiller
@@ -62,6 +63,7 @@ __all__ = [
     "AutoBoost",
     "BoostModel",
     "BoostOptimizer",
+    "CautiousOptimizer",
     "DimReduce",
     "Distiller",
     "DynamicLossScale",
@@ -96,7 +98,7 @@ __all__ = [
 ]
 
 _saving.register_plain_names([
-    AdaBelief, AdaBound, AdaSum, BoostModel, BoostOptimizer, LARS, DimReduce, DynamicLossScaleOptimizer, FreezeOptimizer,
+    AdaBelief, AdaBound, AdaSum, BoostModel, BoostOptimizer, CautiousOptimizer, LARS, DimReduce, DynamicLossScaleOptimizer, FreezeOptimizer,
     GradientAccumulation, GradientCentralization, layers.NormalizedDense, layers.FusedBatchNormalization, schedules.OneCycle,
     Distiller, layers.GroupLossScaleManager, layers.ProgressiveResize, pruning.PruneLowMagnitude,
     quantization.QuantizeAwareDense,

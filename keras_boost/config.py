@@ -44,7 +44,9 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 # Algorithm flags of the "boost" section, in MindSpore's order, then
 # keras_boost's own (fused_batch_norm: the remaining BatchNormalization
 # layers train with one fused kernel, same math; prefix_cache: BoostModel.fit
-# computes a frozen prefix once; see keras_boost.algorithms).
+# computes a frozen prefix once; cautious: C-AdamW's update masking around
+# the user's optimizer, off at every level until measured; see
+# keras_boost.algorithms).
 ALGORITHMS = (
     "less_bn",
     "grad_freeze",
@@ -55,6 +57,7 @@ ALGORITHMS = (
     "fused_batch_norm",
     "prefix_cache",
     "orthogonal_updates",
+    "cautious",
 )
 
 # MindSpore's presets (boost.py, `_boost_config_level`), plus

@@ -44,6 +44,7 @@ __all__ = [
     "compute_output_spec",
     "distribute_strategy",
     "flatten_layers",
+    "gradient_all_reduce_replaced",
     "has_gradient_all_reduce",
     "in_multi_worker_mode",
     "inbound_node",
@@ -74,6 +75,7 @@ __all__ = [
     "unpack_x_y_sample_weight",
     "unscale_loss_for_distribution",
     "update_metrics_variables",
+    "uses_weight_decay",
     "weight_decay_exclusions",
 ]
 
@@ -417,6 +419,13 @@ def weight_decay_exclusions(optimizer):
     return set(getattr(optimizer, "_exclude_from_weight_decay", None) or ())
 
 
+def uses_weight_decay(optimizer, variable):
+    """Whether `optimizer`'s decoupled weight decay applies to `variable`
+    (`BaseOptimizer._use_weight_decay`: the exclusions by variable and by
+    name pattern); False when its `weight_decay` is None."""
+    return optimizer.weight_decay is not None and bool(optimizer._use_weight_decay(variable))
+
+
 def set_weight_decay_exclusions(optimizer, keys):
     """Replaces the excluded keys after `optimizer` was built (`BaseOptimizer
     .exclude_from_weight_decay` refuses then), and clears Keras' cache of
@@ -438,6 +447,13 @@ def replace_gradient_all_reduce(optimizer, fn):
     that combined the replicas' gradients itself (AdaSum) applies them
     as they are."""
     optimizer._all_reduce_sum_gradients = fn
+
+
+def gradient_all_reduce_replaced(optimizer):
+    """Whether a wrapper replaced `optimizer`'s SUM all-reduce for the
+    current apply (`replace_gradient_all_reduce`): the gradients it gets are
+    combined already."""
+    return "_all_reduce_sum_gradients" in vars(optimizer)
 
 
 def restore_gradient_all_reduce(optimizer):

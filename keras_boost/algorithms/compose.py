@@ -29,6 +29,7 @@ from keras_boost.algorithms.step_part import update_owner
 from keras_boost.errors import NoEffectWarning
 from keras_boost.algorithms.fused_batch_norm import FusedBatchNormalization
 from keras_boost.optimizers.boost_optimizer import BoostOptimizer
+from keras_boost.algorithms.cautious import CautiousOptimizer
 from keras_boost.algorithms.centralization import GradientCentralization
 from keras_boost.algorithms.centralization import exclude_unsuited_kernels
 from keras_boost.algorithms.precision import PrecisionChoice
@@ -170,7 +171,8 @@ def summary_line(model, parts):
     decision = _FIT_DECISIONS.get(model)
     if decision is not None and decision.cached:  # the optional parts did not run (its phrase says so)
         parts = [part for part in parts if not part.optional]
-    phrases = [_surgery_phrase(model), _centralization_phrase(model), _orthogonal_phrase(model)]
+    phrases = [_surgery_phrase(model), _centralization_phrase(model), _cautious_phrase(model),
+               _orthogonal_phrase(model)]
     phrases += [part.summary(model) for part in parts if part is not owner]
     phrases += [decision.phrase] if decision is not None else []
     # The update's owner is the loss scaling when there is one.
@@ -208,6 +210,13 @@ def _orthogonal_phrase(model):
     optimizer = getattr(model, "optimizer", None)
     orthogonal = find_in_chain(optimizer, OrthogonalUpdates) if optimizer is not None else None
     return orthogonal.summary() if orthogonal is not None else ""
+
+
+def _cautious_phrase(model):
+    # The known failure of caution is a mask that never fires: say how much it masked.
+    optimizer = getattr(model, "optimizer", None)
+    cautious = find_in_chain(optimizer, CautiousOptimizer) if optimizer is not None else None
+    return cautious.summary() if cautious is not None else ""
 
 
 def _precision_phrase(model):

@@ -13,6 +13,8 @@ Each backend module exposes the same small functions that
   `flag` holds), in a way that is legal for the backend (no autograd on
   torch, a cross-replica cond on `tf.distribute`);
 - `assign_where(triples)`: keep or restore variables by a per-variable flag;
+- `assign_each(pairs)`: assign each variable its value (in replica context on
+  `tf.distribute`, each replica's copy its own value);
 - `static_value(x)`: a tensor's Python value when it is known on the host;
 - `run_on_replicas(fn, args, variable)`: eager work on every replica;
 - `replica_layout()`: replicas in sync and on this worker (1, 1 off TF);
@@ -27,7 +29,7 @@ Each backend module exposes the same small functions that
 - TensorFlow only, for AdaSum and CompressedAllReduce: `in_replica_context()`,
   `halving_rank()`, `pair_exchange`, `block_sum` (AdaSum's halving/doubling
   exchange, in `tensorflow_collectives`),
-  `all_gather_stacked`, `all_reduce_sum`, `assign_each(pairs)` and
+  `all_gather_stacked`, `all_reduce_sum` and
   `local_gradients(optimizer)` (the wrapped optimizer's own all-reduce
   switched off while it applies).
 """

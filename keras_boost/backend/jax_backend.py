@@ -19,6 +19,7 @@ __all__ = [
     "all_replicas",
     "apply",
     "apply_if",
+    "assign_each",
     "assign_where",
     "distributed_logs",
     "replica_layout",
@@ -93,6 +94,12 @@ def train_step(model, state, data):
         model, metrics_vars, step.loss, x, y, step.y_pred, sample_weight
     )
     return {**logs, **extra_logs}, (step.trainable, step.non_trainable, step.optimizer_values, metrics_vars)
+
+
+def assign_each(pairs):
+    """Assigns each `(variable, value)`."""
+    for variable, value in pairs:
+        variable.assign(value)
 
 
 def assign_where(triples):

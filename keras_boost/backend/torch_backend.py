@@ -10,6 +10,7 @@ __all__ = [
     "all_replicas",
     "apply",
     "apply_if",
+    "assign_each",
     "assign_where",
     "distributed_logs",
     "training_batch_norm",
@@ -54,6 +55,13 @@ def apply_if(flag, fn, args):
 def apply(fn, args):
     with torch.no_grad():
         return fn(*args)
+
+
+def assign_each(pairs):
+    """Assigns each `(variable, value)` (outside autograd)."""
+    with torch.no_grad():
+        for variable, value in pairs:
+            variable.assign(value)
 
 
 def assign_where(triples):

@@ -19,6 +19,7 @@ from keras_boost.algorithms.adaptive_optimizers import LARS
 from keras_boost.algorithms.adaptive_optimizers import AdaBelief
 from keras_boost.algorithms.adaptive_optimizers import AdaBound
 from keras_boost.algorithms.adasum import AdaSum
+from keras_boost.algorithms.cautious import CautiousOptimizer
 from keras_boost.algorithms.centralization import GradientCentralization
 from keras_boost.algorithms.centralization import exclude_gate_kernels
 from keras_boost.algorithms.centralization import exclude_grouped_kernels
@@ -43,6 +44,7 @@ __all__ = [
     "AdaSum",
     "AlgorithmStatus",
     "BoostOptimizer",
+    "CautiousOptimizer",
     "CompressedAllReduce",
     "DimReduce",
     "DynamicLossScaleOptimizer",

@@ -9,6 +9,7 @@ import keras
 from keras_boost import config as config_lib
 from keras_boost.algorithms.accumulation import GradientAccumulation
 from keras_boost.algorithms.adasum import AdaSum
+from keras_boost.algorithms.cautious import CautiousOptimizer
 from keras_boost.algorithms.centralization import GradientCentralization
 from keras_boost.algorithms.dim_reduce import DimReduce
 from keras_boost.algorithms.freezing import FreezeOptimizer
@@ -34,11 +35,15 @@ _MODEL_ONLY = {"grad_freeze": FreezeOptimizer}
 def build_optimizer_chain(optimizer, config, loss_scale=None):
     """Wraps `optimizer` in the wrappers a resolved config enables.
 
-    Fixed order, innermost first: OrthogonalUpdates, GradientCentralization, FreezeOptimizer,
-    AdaSum, GradientAccumulation, DynamicLossScaleOptimizer (when
-    `loss_scale` is a `DynamicLossScale`). AdaSum sits inside accumulation,
+    Fixed order, innermost first: CautiousOptimizer, OrthogonalUpdates,
+    GradientCentralization, FreezeOptimizer, AdaSum, GradientAccumulation,
+    DynamicLossScaleOptimizer (when `loss_scale` is a `DynamicLossScale`).
+    AdaSum sits inside accumulation,
     so it combines each accumulated update once, and outside freezing and
-    centralization, which then act on the combined gradient. An algorithm that `optimizer`'s own
+    centralization, which then act on the combined gradient. Caution wraps
+    the user's optimizer itself: its mask compares the optimizer's step with
+    the gradient that optimizer was given (centralized, combined, accumulated).
+    An algorithm that `optimizer`'s own
     chain already contains raises `ValueError` instead of acting twice.
     """
     config_lib.check_implemented(config)
@@ -55,6 +60,8 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
             raise ValueError(f"The optimizer {optimizer.name!r} already contains a DimReduce.")
         return DimReduce(optimizer, **config["dim_reduce"])
     wanted = []
+    if flags["cautious"]:
+        wanted.append((CautiousOptimizer, "cautious"))
     if flags["orthogonal_updates"]:
         wanted.append((OrthogonalUpdates, "orthogonal_updates"))
     if flags["less_bn"] and config["less_bn"]["gc_flag"]:
@@ -74,6 +81,8 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
                 f"boost config enables it too ({flag}); pass the plain optimizer, or switch "
                 f"{flag} off with {{'boost': {{'mode': 'manual', ...}}}}."
             )
+    if flags["cautious"]:
+        optimizer = CautiousOptimizer(optimizer)
     if flags["orthogonal_updates"]:
         optimizer = OrthogonalUpdates(optimizer, **config["orthogonal_updates"])
     if flags["less_bn"] and config["less_bn"]["gc_flag"]:
