@@ -755,6 +755,7 @@ def test_two_phase_runs_record_one_point_per_epoch_and_merge_from_json():
 
 
 @pytest.mark.slow
+@pytest.mark.benchmark
 def test_adasum_benchmark_runs_and_reports(tmp_path):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("the AdaSum benchmark runs on tf.distribute")
@@ -782,6 +783,7 @@ def test_adasum_benchmark_runs_and_reports(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.benchmark
 def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
     if keras.backend.backend() != "tensorflow":
         pytest.skip("one backend is enough for the report's plumbing (the step is tested on all)")
@@ -798,6 +800,7 @@ def test_dim_reduce_benchmark_runs_and_reports(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.benchmark
 def test_precision_bench_times_every_policy_and_refuses_bad_arguments(capsys):
     from benchmarks import precision as precision_bench
 

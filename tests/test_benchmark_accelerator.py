@@ -66,6 +66,7 @@ def check_result(result, workloads, precisions, budget):
 
 
 @pytest.mark.slow
+@pytest.mark.benchmark
 def test_smoke_run_accounts_for_every_workload_and_precision(tmp_path):
     # The transformer first: the cheapest unit, so that something is measured
     # inside the budget even on a loaded machine; the rest runs or is skipped.

@@ -72,6 +72,7 @@ def _tiny(workload):
 
 
 @pytest.mark.slow  # two MobileNetV2 compilations per level
+@pytest.mark.benchmark
 @pytest.mark.parametrize("variant", ["baseline", "O1"])
 def test_the_applications_workload_trains_and_is_deterministic_per_seed(variant):
     workload = _tiny(applications.applications_workload())
