@@ -45,7 +45,7 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 # keras_boost's own (fused_batch_norm: the remaining BatchNormalization
 # layers train with one fused kernel, same math; prefix_cache: BoostModel.fit
 # computes a frozen prefix once; cautious: C-AdamW's update masking around
-# the user's optimizer, off at every level until measured; see
+# the user's optimizer, off at every level (measured: docs/methods/cautious.md); see
 # keras_boost.algorithms).
 ALGORITHMS = (
     "less_bn",
@@ -302,7 +302,7 @@ SCHEMA = {
     "prefix_cache": {"max_cache_mb": (2048, _real(0.0, math.inf))},
     # Extension: Muon-style orthogonalized updates of the hidden weight
     # matrices around the user's optimizer (keras_boost.algorithms.
-    # orthogonal_updates); off at every level until measured.
+    # orthogonal_updates); off at every level (measured: docs/methods/orthogonal_updates.md).
     "orthogonal_updates": {
         "momentum": (0.95, _real(0.0, 1.0, low_open=False)),
         "nesterov": (True, _bool),
