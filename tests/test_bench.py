@@ -207,15 +207,20 @@ def _bench_arguments(monkeypatch, argv):
 
 
 def test_quick_is_one_float32_seed_of_baseline_short_baseline_and_o1(monkeypatch, tmp_path):
+    threads = []
+    if keras.backend.backend() == "torch":  # its two OpenMP threads spin-waited on a loaded 2-core machine
+        import torch
+
+        # Recorded, not done: torch 2.13 (CPU) aborts in a later backward pass
+        # when this test process, which has trained already, changes its
+        # thread count (the CLI sets it before any training).
+        monkeypatch.setattr(torch, "set_num_threads", threads.append)
     seen = _bench_arguments(monkeypatch, ["--quick", "--output-dir", str(tmp_path)])
     assert seen["variants"] == ["baseline", "baseline-short", "O1"]  # nothing compared with itself
     assert seen["precisions"] == ["float32"] and seen["seeds"] == 1
     assert seen["workload"].name == "quick" and seen["workload"].epochs == 5
     assert schedule.short_epochs(seen["workload"].epochs, seen["short_ratio"]) == 4
-    if keras.backend.backend() == "torch":  # its two OpenMP threads spin-waited on a loaded 2-core machine
-        import torch
-
-        assert torch.get_num_threads() == 1
+    assert threads == ([1] if keras.backend.backend() == "torch" else [])
     # Its options still override it.
     seen = _bench_arguments(monkeypatch, ["--quick", "--workload", "realistic", "--output-dir", str(tmp_path)])
     assert seen["workload"].epochs == 5  # of its 16
