@@ -18,10 +18,11 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
+from mirrored_common import logical_cpus  # noqa: E402
+from mirrored_common import train_distributed_and_single  # noqa: E402
 
 N_REPLICAS = 4
-cpus = tf.config.list_physical_devices("CPU")
-tf.config.set_logical_device_configuration(cpus[0], [tf.config.LogicalDeviceConfiguration()] * N_REPLICAS)
+DEVICES = logical_cpus(N_REPLICAS)
 
 import keras  # noqa: E402
 
@@ -48,18 +49,11 @@ def main(out_dir):
     x = rng.normal(size=(48, 4)).astype("float32")
     y = rng.normal(size=(48, 2)).astype("float32")
     data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
-    strategy = tf.distribute.MirroredStrategy([f"/CPU:{i}" for i in range(N_REPLICAS)])
+    strategy = tf.distribute.MirroredStrategy(DEVICES)
     arrays = {}
     for mode, model_cls in (("boost", boost.BoostModel), ("plain", keras.Model)):
-        with strategy.scope():
-            distributed = build(model_cls)
-        single = build(model_cls)
-        single.set_weights(distributed.get_weights())
-        arrays[f"{mode}_init"] = np.concatenate([w.ravel() for w in distributed.get_weights()])
-        for model in (distributed, single):
-            model.fit(data, epochs=1, shuffle=False, verbose=0)
-        arrays[f"{mode}_distributed"] = np.concatenate([w.ravel() for w in distributed.get_weights()])
-        arrays[f"{mode}_single"] = np.concatenate([w.ravel() for w in single.get_weights()])
+        _, weights = train_distributed_and_single(strategy, lambda: build(model_cls), data, epochs=1)
+        arrays.update({f"{mode}_{key}": value for key, value in weights.items()})
     np.savez(os.path.join(out_dir, "freeze.npz"), **arrays)
 
 

@@ -37,16 +37,14 @@ model(x[:2]).shape   # (2, 64, 28): next-character logits
 """
 
 import functools
-import itertools
 
 import keras
 import numpy as np
 
 from keras_boost.bench.recipe import Workload
-from keras_boost.bench.workloads import Seeds
-from keras_boost.bench.workloads import extra_seed
-from keras_boost.bench.zoo.transformer import TokenAndPositionEmbedding
-from keras_boost.keras_private import attention_projections
+from keras_boost.bench.zoo.transformer import SeededLayers
+from keras_boost.bench.zoo.transformer import check_arguments
+from keras_boost.bench.zoo.transformer import embedded_blocks
 
 __all__ = ["CORPUS", "VOCABULARY", "bigram_entropy", "encode", "grammar_text", "lm_data", "lm_workload",
            "miniature_gpt"]
@@ -210,11 +208,6 @@ def lm_data(seed=CORPUS["seed"], num_characters=CORPUS["num_characters"],
     return (train[:, :-1], train[:, 1:]), (validation[:, :-1], validation[:, 1:])
 
 
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"miniature_gpt {name} must be an int >= {low}, got {value!r}.")
-
-
 def miniature_gpt(
     vocabulary_size,
     sequence_length,
@@ -273,50 +266,14 @@ def miniature_gpt(
     model.compile(optimizer="adamw", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     ```
     """
-    for name, value, low in (("vocabulary_size", vocabulary_size, 2), ("sequence_length", sequence_length, 1),
-                             ("embed_dim", embed_dim, 1), ("num_heads", num_heads, 1), ("ff_dim", ff_dim, 1),
-                             ("num_blocks", num_blocks, 1)):
-        _check_int(name, value, low)
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        raise ValueError(f"miniature_gpt dropout must be a rate in [0, 1), got {dropout!r}.")
-    seeds = Seeds(seed)
-    dropouts = itertools.count()
-    layers = keras.layers
-
-    def glorot():
-        return keras.initializers.GlorotUniform(seed=seeds.next())
-
-    def dropout_layer(name):
-        return layers.Dropout(dropout, seed=extra_seed(seed, next(dropouts)), name=name)
-
+    check_arguments("miniature_gpt", dropout, vocabulary_size=(vocabulary_size, 2),
+                    sequence_length=(sequence_length, 1), embed_dim=(embed_dim, 1), num_heads=(num_heads, 1),
+                    ff_dim=(ff_dim, 1), num_blocks=(num_blocks, 1))
+    parts = SeededLayers(seed, dropout)
     inputs = keras.Input(shape=(sequence_length,), dtype="int32", name="tokens")
-    x = TokenAndPositionEmbedding(
-        sequence_length, vocabulary_size, embed_dim,
-        token_initializer=keras.initializers.RandomUniform(-0.05, 0.05, seed=seeds.next()),
-        position_initializer=keras.initializers.RandomUniform(-0.05, 0.05, seed=seeds.next()),
-        name="embedding",
-    )(inputs)
-    for block in range(1, num_blocks + 1):
-        prefix = f"block{block}_"
-        attention_layer = layers.MultiHeadAttention(
-            num_heads=num_heads, key_dim=max(1, embed_dim // num_heads), kernel_initializer=glorot(),
-            name=f"{prefix}attention",
-        )
-        attention = attention_layer(x, x, use_causal_mask=True)
-        if seed is not None:
-            for projection in attention_projections(attention_layer).values():
-                if projection is not None:
-                    kernel = projection.kernel
-                    kernel.assign(glorot()(kernel.shape, dtype=kernel.dtype))
-        attention = dropout_layer(f"{prefix}attention_dropout")(attention)
-        x = layers.Add(name=f"{prefix}attention_add")([x, attention])
-        x = layers.LayerNormalization(epsilon=1e-6, name=f"{prefix}attention_norm")(x)
-        ffn = layers.Dense(ff_dim, activation="relu", kernel_initializer=glorot(), name=f"{prefix}ffn_dense1")(x)
-        ffn = layers.Dense(embed_dim, kernel_initializer=glorot(), name=f"{prefix}ffn_dense2")(ffn)
-        ffn = dropout_layer(f"{prefix}ffn_dropout")(ffn)
-        x = layers.Add(name=f"{prefix}ffn_add")([x, ffn])
-        x = layers.LayerNormalization(epsilon=1e-6, name=f"{prefix}ffn_norm")(x)
-    outputs = layers.Dense(vocabulary_size, kernel_initializer=glorot(), name="logits")(x)
+    x = embedded_blocks(inputs, parts, sequence_length, vocabulary_size, embed_dim, num_heads,
+                        key_dim=max(1, embed_dim // num_heads), ff_dim=ff_dim, num_blocks=num_blocks, causal=True)
+    outputs = keras.layers.Dense(vocabulary_size, kernel_initializer=parts.glorot(), name="logits")(x)
 
     model_kwargs.setdefault("name", "miniature_gpt")
     return (model_cls or keras.Model)(inputs, outputs, **model_kwargs)

@@ -39,7 +39,8 @@ from keras_boost.bench.workloads import extra_seed
 from keras_boost.datasets import token_task
 from keras_boost.keras_private import attention_projections
 
-__all__ = ["TASK", "TokenAndPositionEmbedding", "text_transformer", "transformer_data", "transformer_workload"]
+__all__ = ["TASK", "SeededLayers", "TokenAndPositionEmbedding", "check_arguments", "embedded_blocks", "text_transformer",
+           "transformer_data", "transformer_workload"]
 
 # The workload's data: `token_task`'s arguments.
 TASK = dict(seed=0, num_train=8000, num_test=2000, sequence_length=64, vocabulary_size=1000, num_classes=4,
@@ -111,9 +112,92 @@ class TokenAndPositionEmbedding(keras.layers.Layer):
         return config
 
 
-def _check_int(name, value, low):
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ValueError(f"text_transformer {name} must be an int >= {low}, got {value!r}.")
+def check_arguments(builder, dropout, **ints):
+    """Raises a ValueError naming `builder` and the bad value.
+
+    `ints` maps each argument's name to `(value, lowest allowed int)`;
+    `dropout` must be a rate in `[0, 1)`.
+    """
+    for name, (value, low) in ints.items():
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{builder} {name} must be an int >= {low}, got {value!r}.")
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
+        raise ValueError(f"{builder} dropout must be a rate in [0, 1), got {dropout!r}.")
+
+
+class SeededLayers:
+    """Initializers and dropout layers of a model, seeded in the order asked.
+
+    With `seed=None` nothing is seeded. Two builds that ask in the same
+    order get the same initial weights and drop the same units.
+    """
+
+    def __init__(self, seed, dropout):
+        self.seed = seed
+        self.rate = dropout
+        self._seeds = Seeds(seed)
+        self._dropouts = itertools.count()
+
+    def glorot(self):
+        return keras.initializers.GlorotUniform(seed=self._seeds.next())
+
+    def uniform(self):
+        """keras.io's embedding initializer, U(-0.05, 0.05)."""
+        return keras.initializers.RandomUniform(-0.05, 0.05, seed=self._seeds.next())
+
+    def dropout(self, name):
+        return keras.layers.Dropout(self.rate, seed=extra_seed(self.seed, next(self._dropouts)), name=name)
+
+
+def embedded_blocks(inputs, parts, sequence_length, vocabulary_size, embed_dim, num_heads, key_dim, ff_dim,
+                    num_blocks, causal=False):
+    """`TokenAndPositionEmbedding`, then `num_blocks` post-norm transformer blocks.
+
+    Each block, in standard layers named `block{b}_...` (this module's
+    docstring):
+
+        x = LayerNormalization(x + Dropout(MultiHeadAttention(x, x)))
+        x = LayerNormalization(x + Dropout(Dense(embed_dim)(Dense(ff_dim, relu)(x))))
+
+    (`epsilon=1e-6`; `causal` masks attention to earlier positions). With a
+    seed, the query, key and value projections of each attention layer are
+    initialized again with seeds of their own: Keras gives them copies of
+    one seeded initializer, which would make them identical.
+
+    Args:
+        inputs: the int token ids, `(batch, sequence_length)`.
+        parts: the model's `SeededLayers`; the head goes on asking it.
+        causal: `use_causal_mask` of the attention layers.
+
+    Returns:
+        The last block's output, `(batch, sequence_length, embed_dim)`.
+    """
+    layers = keras.layers
+    x = TokenAndPositionEmbedding(
+        sequence_length, vocabulary_size, embed_dim, token_initializer=parts.uniform(),
+        position_initializer=parts.uniform(), name="embedding",
+    )(inputs)
+    for block in range(1, num_blocks + 1):
+        prefix = f"block{block}_"
+        attention_layer = layers.MultiHeadAttention(
+            num_heads=num_heads, key_dim=key_dim, kernel_initializer=parts.glorot(), name=f"{prefix}attention"
+        )
+        attention = attention_layer(x, x, use_causal_mask=causal)
+        if parts.seed is not None:
+            for projection in attention_projections(attention_layer).values():
+                if projection is not None:
+                    kernel = projection.kernel
+                    kernel.assign(parts.glorot()(kernel.shape, dtype=kernel.dtype))
+        attention = parts.dropout(f"{prefix}attention_dropout")(attention)
+        x = layers.Add(name=f"{prefix}attention_add")([x, attention])
+        x = layers.LayerNormalization(epsilon=1e-6, name=f"{prefix}attention_norm")(x)
+        ffn = layers.Dense(ff_dim, activation="relu", kernel_initializer=parts.glorot(),
+                           name=f"{prefix}ffn_dense1")(x)
+        ffn = layers.Dense(embed_dim, kernel_initializer=parts.glorot(), name=f"{prefix}ffn_dense2")(ffn)
+        ffn = parts.dropout(f"{prefix}ffn_dropout")(ffn)
+        x = layers.Add(name=f"{prefix}ffn_add")([x, ffn])
+        x = layers.LayerNormalization(epsilon=1e-6, name=f"{prefix}ffn_norm")(x)
+    return x
 
 
 def text_transformer(
@@ -184,54 +268,20 @@ def text_transformer(
     boosted = text_transformer(1000, 64, 4, seed=0, model_cls=boost.BoostModel, boost_level="O1")
     ```
     """
-    for name, value, low in (("vocabulary_size", vocabulary_size, 2), ("sequence_length", sequence_length, 1),
-                             ("num_classes", num_classes, 2), ("embed_dim", embed_dim, 1),
-                             ("num_heads", num_heads, 1), ("ff_dim", ff_dim, 1), ("num_blocks", num_blocks, 1),
-                             ("head_units", head_units, 1)):
-        _check_int(name, value, low)
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not 0 <= dropout < 1:
-        raise ValueError(f"text_transformer dropout must be a rate in [0, 1), got {dropout!r}.")
-    seeds = Seeds(seed)
-    dropouts = itertools.count()
-    layers = keras.layers
-
-    def glorot():
-        return keras.initializers.GlorotUniform(seed=seeds.next())
-
-    def dropout_layer(name):
-        return layers.Dropout(dropout, seed=extra_seed(seed, next(dropouts)), name=name)
-
+    check_arguments("text_transformer", dropout, vocabulary_size=(vocabulary_size, 2),
+                    sequence_length=(sequence_length, 1), num_classes=(num_classes, 2), embed_dim=(embed_dim, 1),
+                    num_heads=(num_heads, 1), ff_dim=(ff_dim, 1), num_blocks=(num_blocks, 1),
+                    head_units=(head_units, 1))
+    parts = SeededLayers(seed, dropout)
     inputs = keras.Input(shape=(sequence_length,), dtype="int32", name="tokens")
-    x = TokenAndPositionEmbedding(
-        sequence_length, vocabulary_size, embed_dim,
-        token_initializer=keras.initializers.RandomUniform(-0.05, 0.05, seed=seeds.next()),
-        position_initializer=keras.initializers.RandomUniform(-0.05, 0.05, seed=seeds.next()),
-        name="embedding",
-    )(inputs)
-    for block in range(1, num_blocks + 1):
-        prefix = f"block{block}_"
-        attention_layer = layers.MultiHeadAttention(
-            num_heads=num_heads, key_dim=embed_dim, kernel_initializer=glorot(), name=f"{prefix}attention"
-        )
-        attention = attention_layer(x, x)
-        if seed is not None:
-            for projection in attention_projections(attention_layer).values():
-                if projection is not None:
-                    kernel = projection.kernel
-                    kernel.assign(glorot()(kernel.shape, dtype=kernel.dtype))
-        attention = dropout_layer(f"{prefix}attention_dropout")(attention)
-        x = layers.Add(name=f"{prefix}attention_add")([x, attention])
-        x = layers.LayerNormalization(epsilon=1e-6, name=f"{prefix}attention_norm")(x)
-        ffn = layers.Dense(ff_dim, activation="relu", kernel_initializer=glorot(), name=f"{prefix}ffn_dense1")(x)
-        ffn = layers.Dense(embed_dim, kernel_initializer=glorot(), name=f"{prefix}ffn_dense2")(ffn)
-        ffn = dropout_layer(f"{prefix}ffn_dropout")(ffn)
-        x = layers.Add(name=f"{prefix}ffn_add")([x, ffn])
-        x = layers.LayerNormalization(epsilon=1e-6, name=f"{prefix}ffn_norm")(x)
+    x = embedded_blocks(inputs, parts, sequence_length, vocabulary_size, embed_dim, num_heads, key_dim=embed_dim,
+                        ff_dim=ff_dim, num_blocks=num_blocks)
+    layers = keras.layers
     x = layers.GlobalAveragePooling1D(name="pool")(x)
-    x = dropout_layer("head_dropout1")(x)
-    x = layers.Dense(head_units, activation="relu", kernel_initializer=glorot(), name="head_dense")(x)
-    x = dropout_layer("head_dropout2")(x)
-    outputs = layers.Dense(num_classes, kernel_initializer=glorot(), name="logits")(x)
+    x = parts.dropout("head_dropout1")(x)
+    x = layers.Dense(head_units, activation="relu", kernel_initializer=parts.glorot(), name="head_dense")(x)
+    x = parts.dropout("head_dropout2")(x)
+    outputs = layers.Dense(num_classes, kernel_initializer=parts.glorot(), name="logits")(x)
 
     model_kwargs.setdefault("name", "text_transformer")
     return (model_cls or keras.Model)(inputs, outputs, **model_kwargs)
