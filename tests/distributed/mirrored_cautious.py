@@ -18,6 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from mirrored_common import logical_cpus  # noqa: E402
+from mirrored_common import regression_batches  # noqa: E402
 from mirrored_common import train_distributed_and_single  # noqa: E402
 
 N_REPLICAS = 2
@@ -53,10 +54,7 @@ def spread(model):
 
 
 def main(out_dir):
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(48, 4)).astype("float32")
-    y = rng.normal(size=(48, 2)).astype("float32")
-    data = tf.data.Dataset.from_tensor_slices((x, y)).batch(8)
+    data = regression_batches()
     strategy = tf.distribute.MirroredStrategy(DEVICES)
     arrays = {}
     for mode in ("plain", "boost"):

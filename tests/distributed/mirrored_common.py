@@ -15,6 +15,14 @@ def logical_cpus(count):
     return [f"/CPU:{i}" for i in range(count)]
 
 
+def regression_batches(seed=0, samples=48, batch_size=8):
+    """Batches of 4 normal features and 2 normal targets, in a fixed order."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(samples, 4)).astype("float32")
+    y = rng.normal(size=(samples, 2)).astype("float32")
+    return tf.data.Dataset.from_tensor_slices((x, y)).batch(batch_size)
+
+
 def flat(model):
     """Every weight of `model`, raveled into one vector."""
     return np.concatenate([w.ravel() for w in model.get_weights()])
