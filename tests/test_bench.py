@@ -211,9 +211,8 @@ def test_quick_is_one_float32_seed_of_baseline_short_baseline_and_o1(monkeypatch
     if keras.backend.backend() == "torch":  # its two OpenMP threads spin-waited on a loaded 2-core machine
         import torch
 
-        # Recorded, not done: torch 2.13 (CPU) aborts in a later backward pass
-        # when this test process, which has trained already, changes its
-        # thread count (the CLI sets it before any training).
+        # Recorded, not done: the count is process-wide, and the tests after
+        # this one in its worker would train on one thread.
         monkeypatch.setattr(torch, "set_num_threads", threads.append)
     seen = _bench_arguments(monkeypatch, ["--quick", "--output-dir", str(tmp_path)])
     assert seen["variants"] == ["baseline", "baseline-short", "O1"]  # nothing compared with itself
