@@ -39,8 +39,8 @@ from keras_boost.bench.workloads import extra_seed
 from keras_boost.datasets import token_task
 from keras_boost.keras_private import attention_projections
 
-__all__ = ["TASK", "SeededLayers", "TokenAndPositionEmbedding", "check_arguments", "embedded_blocks", "text_transformer",
-           "transformer_data", "transformer_workload"]
+__all__ = ["TASK", "SeededLayers", "TokenAndPositionEmbedding", "check_arguments", "embedded_blocks",
+           "text_transformer", "transformer_data", "transformer_workload"]
 
 # The workload's data: `token_task`'s arguments.
 TASK = dict(seed=0, num_train=8000, num_test=2000, sequence_length=64, vocabulary_size=1000, num_classes=4,
