@@ -45,8 +45,9 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 # keras_boost's own (fused_batch_norm: the remaining BatchNormalization
 # layers train with one fused kernel, same math; prefix_cache: BoostModel.fit
 # computes a frozen prefix once; cautious: C-AdamW's update masking around
-# the user's optimizer, off at every level (measured: docs/methods/cautious.md); see
-# keras_boost.algorithms).
+# the user's optimizer, off at every level (measured: docs/methods/cautious.md);
+# seq_length_warmup: BoostModel's step on shorter sequences first, off at every
+# level (docs/methods/seq_length_warmup.md); see keras_boost.algorithms).
 ALGORITHMS = (
     "less_bn",
     "grad_freeze",
@@ -58,6 +59,7 @@ ALGORITHMS = (
     "prefix_cache",
     "orthogonal_updates",
     "cautious",
+    "seq_length_warmup",
 )
 
 # MindSpore's presets (boost.py, `_boost_config_level`), plus
@@ -311,6 +313,16 @@ SCHEMA = {
         "rms_rate": (0.2, _real(0.0, math.inf)),
         "exclude": ((), _names),
         "conv_kernels": (False, _bool),
+    },
+    # Extension: sequence-length warm-up in BoostModel's train step
+    # (keras_boost.algorithms.seq_length_warmup); off at every level.
+    "seq_length_warmup": {
+        "min_length": (8, _int(1)),
+        "step_size": (8, _int(1)),
+        "duration": (0.3, _real(0.0, 1.0, high_open=False)),
+        # "auto": warm up over each fit call; an int: over that many steps
+        # counted from the optimizer's iterations (a run split over fit calls).
+        "total_steps": ("auto", _total_steps),
     },
 }
 

@@ -28,6 +28,7 @@ from keras_boost.algorithms.compose import summary_line
 from keras_boost.algorithms.compose import warn_unapplied
 from keras_boost.algorithms.queries import AlgorithmQueries
 from keras_boost.algorithms.step_part import Step
+from keras_boost.algorithms.step_part import prepared_batch
 from keras_boost.algorithms.step_part import trained_variables
 from keras_boost.algorithms.step_part import update_owner
 from keras_boost.auto_boost import AutoBoost
@@ -257,7 +258,7 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
         """The stateful step (TensorFlow, torch), composed of the step parts
         (see `keras_boost.algorithms.step_part`)."""
         parts = self._boost_step_parts()
-        x, y, sample_weight = keras_private.unpack_x_y_sample_weight(data)
+        x, y, sample_weight = prepared_batch(parts, *keras_private.unpack_x_y_sample_weight(data))
         step = Step(self, seam, x, y, sample_weight, trained_variables(parts, self.trainable_variables))
         owner = update_owner(parts)
         # A skipped step leaves the forward pass's state (BatchNorm moving

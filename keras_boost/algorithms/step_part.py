@@ -4,6 +4,7 @@
 its layers); `keras_boost.backend.jax_backend.train_step` is the same
 composition, stateless. The step, in order:
 
+    the batch, as each part prepares it in turn (`prepare_batch`)
     trained = the variables every part lets this step train
     forward -> loss -> gradients of `trained`
     the update: the one part that owns it (`owns_update`), else
@@ -33,7 +34,7 @@ class CountSteps(StepPart):
 ```
 """
 
-__all__ = ["StatelessStep", "Step", "StepPart", "trained_variables", "update_owner"]
+__all__ = ["StatelessStep", "Step", "StepPart", "prepared_batch", "trained_variables", "update_owner"]
 
 
 class StepPart:
@@ -49,6 +50,12 @@ class StepPart:
     #: (the frozen prefix computed once) may train without it, in full.
     #: False for a part without which the step would be wrong.
     optional = False
+
+    def prepare_batch(self, x, y, sample_weight):
+        """The batch this step trains on (`x`, `y`, `sample_weight`), from
+        the one `fit` gave; runs when the step is traced (a compiled step
+        bakes a Python value it reads in)."""
+        return x, y, sample_weight
 
     def trained_variables(self, variables):
         """The variables of `variables` this step differentiates and updates."""
@@ -163,6 +170,13 @@ class StatelessStep:
     def trial_loss(self, trained_values):
         """The loss with `trained_values` for the trained variables, from `before`."""
         return self._loss_fn(trained_values, self.before)[1][0]
+
+
+def prepared_batch(parts, x, y, sample_weight):
+    """The batch the step trains on: each part prepares it in turn."""
+    for part in parts:
+        x, y, sample_weight = part.prepare_batch(x, y, sample_weight)
+    return x, y, sample_weight
 
 
 def trained_variables(parts, variables):

@@ -12,6 +12,7 @@ from keras import StatelessScope
 
 from keras_boost import keras_private
 from keras_boost.algorithms.step_part import StatelessStep
+from keras_boost.algorithms.step_part import prepared_batch
 from keras_boost.algorithms.step_part import trained_variables
 from keras_boost.algorithms.step_part import update_owner
 
@@ -65,7 +66,7 @@ def _loss_fn(model, state, x, y, sample_weight, trained_pos):
 def train_step(model, state, data):
     """The stateless step, composed of the model's step parts."""
     parts = model._boost_step_parts()
-    x, y, sample_weight = keras_private.unpack_x_y_sample_weight(data)
+    x, y, sample_weight = prepared_batch(parts, *keras_private.unpack_x_y_sample_weight(data))
     trained_pos = _positions(model.trainable_variables, trained_variables(parts, model.trainable_variables))
     loss_fn = _loss_fn(model, state, x, y, sample_weight, trained_pos)
     step = StatelessStep(model, x, y, sample_weight, state, trained_pos, loss_fn)

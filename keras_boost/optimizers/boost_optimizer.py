@@ -221,6 +221,13 @@ class BoostOptimizer(OptimizerWrapper):
                 NoEffectWarning,
                 stacklevel=4,
             )
+        if self._boost_config["boost"]["seq_length_warmup"] and not self.model_surgery_handled:
+            warnings.warn(
+                "seq_length_warmup cuts the batches in BoostModel's train step; an optimizer on a "
+                "plain model never sees them. Use BoostModel.from_model(model, boost_config_dict=...).",
+                NoEffectWarning,
+                stacklevel=4,
+            )
         precision = self._boost_config["common"]["precision"]
         if precision is not None and not self.model_surgery_handled:
             warnings.warn(

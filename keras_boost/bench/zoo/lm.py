@@ -256,8 +256,8 @@ def miniature_gpt(
             `"miniature_gpt"`).
 
     Returns:
-        The functional model: int32 `(batch, sequence_length)` in, float
-        `(batch, sequence_length, vocabulary_size)` logits out.
+        The functional model: int32 `(batch, length)` in, for any `length <=
+        sequence_length`, float `(batch, length, vocabulary_size)` logits out.
 
     Example:
 
@@ -270,7 +270,9 @@ def miniature_gpt(
                     sequence_length=(sequence_length, 1), embed_dim=(embed_dim, 1), num_heads=(num_heads, 1),
                     ff_dim=(ff_dim, 1), num_blocks=(num_blocks, 1))
     parts = SeededLayers(seed, dropout)
-    inputs = keras.Input(shape=(sequence_length,), dtype="int32", name="tokens")
+    # Any length up to `sequence_length` (keras-hub's backbones do the same):
+    # a step on shorter sequences (sequence-length warm-up) needs it.
+    inputs = keras.Input(shape=(None,), dtype="int32", name="tokens")
     x = embedded_blocks(inputs, parts, sequence_length, vocabulary_size, embed_dim, num_heads,
                         key_dim=max(1, embed_dim // num_heads), ff_dim=ff_dim, num_blocks=num_blocks, causal=True)
     outputs = keras.layers.Dense(vocabulary_size, kernel_initializer=parts.glorot(), name="logits")(x)
