@@ -258,7 +258,8 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
         """The stateful step (TensorFlow, torch), composed of the step parts
         (see `keras_boost.algorithms.step_part`)."""
         parts = self._boost_step_parts()
-        x, y, sample_weight = prepared_batch(parts, *keras_private.unpack_x_y_sample_weight(data))
+        x, y, sample_weight = prepared_batch(parts, *keras_private.unpack_x_y_sample_weight(data),
+                                             predict=lambda inputs: seam.forward_without_grad(self, inputs))
         step = Step(self, seam, x, y, sample_weight, trained_variables(parts, self.trainable_variables))
         owner = update_owner(parts)
         # A skipped step leaves the forward pass's state (BatchNorm moving

@@ -117,7 +117,7 @@ def test_steps_equal_plain_keras_on_batches_cut_by_hand():
     model.compile(optimizer=keras.optimizers.SGD(0.5), loss=LOSS)
     model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)  # 8 steps, warm-up over 4
     part = model._boost_step_parts()[0]
-    assert part.lengths == [(0, 4), (2, 6), (4, 8)] and part.full_length == FULL and part.traces == 2
+    assert part.lengths == [(0, 4), (2, 6), (4, 8)] and part.full_length == FULL and part.rebuilds == 2
     assert "sequence-length warm-up 4 -> 8 tokens over the first 50% of training (3 lengths" \
         in model.boost_summary()
 

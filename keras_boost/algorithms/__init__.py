@@ -8,7 +8,7 @@ method card (`docs/methods/<name>.md`).
 
 In the train step (each has a `StepPart`, or acts in the optimizer chain):
 `freezing`, `loss_scaling` (one scale, or one per group), `dim_reduce`,
-`adasum`, `accumulation`, `compressed_all_reduce`.
+`adasum`, `accumulation`, `compressed_all_reduce`, `seq_length_warmup`.
 
 On the model, the data or the optimizer: `less_bn`, `fused_batch_norm`,
 `precision`, `centralization`, `adaptive_optimizers`, `progressive_resizing`,

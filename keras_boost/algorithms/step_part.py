@@ -51,10 +51,12 @@ class StepPart:
     #: False for a part without which the step would be wrong.
     optional = False
 
-    def prepare_batch(self, x, y, sample_weight):
+    def prepare_batch(self, x, y, sample_weight, predict):
         """The batch this step trains on (`x`, `y`, `sample_weight`), from
         the one `fit` gave; runs when the step is traced (a compiled step
-        bakes a Python value it reads in)."""
+        bakes a Python value it reads in). `predict(x)` is the model's
+        inference-mode output on `x`, outside the gradient, at the step's
+        weights."""
         return x, y, sample_weight
 
     def trained_variables(self, variables):
@@ -172,10 +174,10 @@ class StatelessStep:
         return self._loss_fn(trained_values, self.before)[1][0]
 
 
-def prepared_batch(parts, x, y, sample_weight):
+def prepared_batch(parts, x, y, sample_weight, predict):
     """The batch the step trains on: each part prepares it in turn."""
     for part in parts:
-        x, y, sample_weight = part.prepare_batch(x, y, sample_weight)
+        x, y, sample_weight = part.prepare_batch(x, y, sample_weight, predict)
     return x, y, sample_weight
 
 

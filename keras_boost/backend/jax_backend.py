@@ -6,6 +6,8 @@ stateless forms (`keras_boost.algorithms.step_part`) read and write it
 through a `StatelessStep`, in the same order as the stateful step.
 """
 
+import functools
+
 import jax
 from keras import ops
 from keras import StatelessScope
@@ -34,6 +36,14 @@ __all__ = [
 def _positions(all_variables, wanted):
     ids = {id(v): i for i, v in enumerate(all_variables)}
     return [ids[id(v)] for v in wanted]
+
+
+def _forward_without_grad(model, state, x):
+    """`model(x)` in inference mode at the step's weights (`state`), outside the gradient."""
+    trainable, non_trainable = state[0], state[1]
+    kwargs = {"training": False} if keras_private.call_has_training_arg(model) else {}
+    y_pred, _ = model.stateless_call(trainable, non_trainable, x, **kwargs)
+    return jax.tree_util.tree_map(jax.lax.stop_gradient, y_pred)
 
 
 def _loss_fn(model, state, x, y, sample_weight, trained_pos):
@@ -66,7 +76,8 @@ def _loss_fn(model, state, x, y, sample_weight, trained_pos):
 def train_step(model, state, data):
     """The stateless step, composed of the model's step parts."""
     parts = model._boost_step_parts()
-    x, y, sample_weight = prepared_batch(parts, *keras_private.unpack_x_y_sample_weight(data))
+    x, y, sample_weight = prepared_batch(parts, *keras_private.unpack_x_y_sample_weight(data),
+                                         predict=functools.partial(_forward_without_grad, model, state))
     trained_pos = _positions(model.trainable_variables, trained_variables(parts, model.trainable_variables))
     loss_fn = _loss_fn(model, state, x, y, sample_weight, trained_pos)
     step = StatelessStep(model, x, y, sample_weight, state, trained_pos, loss_fn)

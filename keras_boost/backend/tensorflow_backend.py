@@ -21,6 +21,7 @@ __all__ = [
     "assign_where",
     "distributed_logs",
     "first_local_batch",
+    "forward_without_grad",
     "training_batch_norm",
     "global_batch_sum",
     "in_replica_context",
@@ -49,6 +50,12 @@ def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
         )
         scaled = optimizer.scale_loss(loss)
     return y_pred, tape.gradient(scaled, trained)
+
+
+def forward_without_grad(model, x):
+    """`model(x)` in inference mode, outside the gradient."""
+    y_pred = model(x, training=False) if keras_private.call_has_training_arg(model) else model(x)
+    return tree.map_structure(tf.stop_gradient, y_pred)
 
 
 def all_replicas(flag):

@@ -13,6 +13,7 @@ __all__ = [
     "assign_each",
     "assign_where",
     "distributed_logs",
+    "forward_without_grad",
     "training_batch_norm",
     "global_batch_sum",
     "loss_and_grads",
@@ -39,6 +40,12 @@ def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
         scaled, [v.value for v in trained], allow_unused=True
     )
     return y_pred, list(grads)
+
+
+def forward_without_grad(model, x):
+    """`model(x)` in inference mode, recording no autograd graph."""
+    with torch.no_grad():
+        return model(x, training=False) if keras_private.call_has_training_arg(model) else model(x)
 
 
 def all_replicas(flag):
