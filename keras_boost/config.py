@@ -46,8 +46,9 @@ MODES = ("auto", "manual", "enable_all", "disable_all")
 # layers train with one fused kernel, same math; prefix_cache: BoostModel.fit
 # computes a frozen prefix once; cautious: C-AdamW's update masking around
 # the user's optimizer, off at every level (measured: docs/methods/cautious.md);
-# seq_length_warmup: BoostModel's step on shorter sequences first, off at every
-# level (docs/methods/seq_length_warmup.md); see keras_boost.algorithms).
+# seq_length_warmup: BoostModel's step on shorter sequences first;
+# selective_backprop: BoostModel's step on each batch's hardest examples; both
+# off at every level (docs/methods/); see keras_boost.algorithms).
 ALGORITHMS = (
     "less_bn",
     "grad_freeze",
@@ -60,6 +61,7 @@ ALGORITHMS = (
     "orthogonal_updates",
     "cautious",
     "seq_length_warmup",
+    "selective_backprop",
 )
 
 # MindSpore's presets (boost.py, `_boost_config_level`), plus
@@ -322,6 +324,14 @@ SCHEMA = {
         "duration": (0.3, _real(0.0, 1.0, high_open=False)),
         # "auto": warm up over each fit call; an int: over that many steps
         # counted from the optimizer's iterations (a run split over fit calls).
+        "total_steps": ("auto", _total_steps),
+    },
+    # Extension: selective backprop in BoostModel's train step
+    # (keras_boost.algorithms.selective_backprop); off at every level.
+    "selective_backprop": {
+        "keep": (0.5, _real(0.0, 1.0, high_open=False)),
+        "start": (0.5, _real(0.0, 1.0, low_open=False, high_open=True)),
+        "end": (0.9, _real(0.0, 1.0, high_open=False)),
         "total_steps": ("auto", _total_steps),
     },
 }

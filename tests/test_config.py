@@ -177,7 +177,7 @@ def test_section_of_disabled_algorithm_warns():
      r"\['less_bn', 'grad_accumulation'\] are switched off"),
     ("O0", {"boost": {"mode": "enable_all"}},
      r"\['less_bn', 'grad_freeze', 'adasum', 'grad_accumulation', 'loss_scale_group', 'fused_batch_norm', "
-     r"'prefix_cache', 'orthogonal_updates', 'cautious', 'seq_length_warmup'\]"),
+     r"'prefix_cache', 'orthogonal_updates', 'cautious', 'seq_length_warmup', 'selective_backprop'\]"),
 ])
 def test_dim_reduce_is_exclusive_and_names_what_it_switches_off(level, config, named):
     with pytest.warns(boost.NoEffectWarning, match=named):

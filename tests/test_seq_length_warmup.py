@@ -181,5 +181,5 @@ def test_config_checks_and_wrap_warns():
     optimizer = boost.wrap(keras.optimizers.SGD(0.1), "O0", {"boost": {"mode": "manual", "seq_length_warmup": True}})
     model.compile(optimizer=optimizer, loss=LOSS)
     x, y = tokens(8)
-    with pytest.warns(boost.NoEffectWarning, match="seq_length_warmup cuts the batches in BoostModel"):
+    with pytest.warns(boost.NoEffectWarning, match="seq_length_warmup chooses the batch BoostModel"):
         model.fit(x, y, batch_size=4, verbose=0)

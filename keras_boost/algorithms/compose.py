@@ -40,6 +40,7 @@ from keras_boost.algorithms.less_bn import REPORT_ATTR
 from keras_boost.algorithms.less_bn import unchanged_report
 from keras_boost.algorithms.orthogonal_updates import OrthogonalUpdates
 from keras_boost.algorithms.prefix_cache import fit_with_level_cache
+from keras_boost.algorithms.selective_backprop import SelectiveBackpropStep
 from keras_boost.algorithms.seq_length_warmup import SeqLengthWarmupStep
 
 __all__ = ["carry_surgery_report", "choice_from_config", "model_loss_scale", "prepare_compile", "run_fit",
@@ -72,6 +73,8 @@ def step_parts_for(model, optimizer=None):
         parts.append(GroupLossScaleStep(group_manager(model)))
     if model.boost_config["boost"]["seq_length_warmup"]:
         parts.append(SeqLengthWarmupStep(**model.boost_config["seq_length_warmup"]))
+    if model.boost_config["boost"]["selective_backprop"]:
+        parts.append(SelectiveBackpropStep(**model.boost_config["selective_backprop"]))
     return parts
 
 

@@ -10,7 +10,7 @@
 - one variant per keras_boost algorithm, alone (manual mode,
   `ALGORITHM_CONFIGS`), and one per level (O1, O2, `LEVEL_CONFIGS`),
   through `AutoBoost` + `BoostModel.from_model`: the model door;
-  `seq_length_warmup` likewise, by name only (`SEQUENCE_ALGORITHM_CONFIGS`);
+  `seq_length_warmup` and `selective_backprop` likewise, by name only (`STEP_ALGORITHM_CONFIGS`);
 - `wrap-O0`, `wrap-O1`, `wrap-O2` (`WRAP_CONFIGS`): the optimizer door,
   the baseline's plain `keras.Model` compiled with
   `boost.wrap(recipe_optimizer, level, config)` and no `BoostModel`, so
@@ -48,7 +48,7 @@ import keras_boost as boost
 
 __all__ = [
     "ALGORITHM_CONFIGS", "DEFAULT_VARIANTS", "LEVEL_CONFIGS", "PLAIN_VARIANTS", "RECIPE_FIELDS",
-    "SEQUENCE_ALGORITHM_CONFIGS", "WRAP_CONFIGS",
+    "STEP_ALGORITHM_CONFIGS", "WRAP_CONFIGS",
     "split_variants", "variant_door", "variant_recipe", "variant_spec",
 ]
 
@@ -61,10 +61,11 @@ ALGORITHM_CONFIGS = {
     "adasum": {"boost": {"mode": "manual", "adasum": True}},
     "fused_batch_norm": {"boost": {"mode": "manual", "fused_batch_norm": True}},
 }
-# Algorithms for one kind of model, alone, by name; not in the defaults
-# (sequence-length warm-up finds nothing to cut in an image model).
-SEQUENCE_ALGORITHM_CONFIGS = {
+# Step-level algorithms, alone, by name; not in the defaults (sequence-length
+# warm-up finds nothing to cut in an image model; neither wins yet).
+STEP_ALGORITHM_CONFIGS = {
     "seq_length_warmup": {"boost": {"mode": "manual", "seq_length_warmup": True}},
+    "selective_backprop": {"boost": {"mode": "manual", "selective_backprop": True}},
 }
 LEVEL_CONFIGS = {"O1": {"grad_freeze": {"total_steps": "auto"}}, "O2": {"grad_freeze": {"total_steps": "auto"}}}
 # The optimizer door: (level, config) of `boost.wrap` on the plain model.
@@ -191,8 +192,8 @@ def variant_spec(name):
     ```
     """
     base = name.split("+")[0]
-    if base in ALGORITHM_CONFIGS or base in SEQUENCE_ALGORITHM_CONFIGS:
-        level, config = "O0", {**ALGORITHM_CONFIGS, **SEQUENCE_ALGORITHM_CONFIGS}[base]
+    if base in ALGORITHM_CONFIGS or base in STEP_ALGORITHM_CONFIGS:
+        level, config = "O0", {**ALGORITHM_CONFIGS, **STEP_ALGORITHM_CONFIGS}[base]
     elif base in LEVEL_CONFIGS:
         level, config = base, LEVEL_CONFIGS[base]
     elif base in WRAP_CONFIGS:
@@ -200,7 +201,7 @@ def variant_spec(name):
     elif base not in PLAIN_VARIANTS or not all(o.startswith("recipe.") for o in name.split("+")[1:]):
         raise ValueError(
             f"Unknown variant {name!r}. Valid variants: "
-            f"{[*DEFAULT_VARIANTS, *SEQUENCE_ALGORITHM_CONFIGS, 'prefix-cache', *WRAP_CONFIGS]}, "
+            f"{[*DEFAULT_VARIANTS, *STEP_ALGORITHM_CONFIGS, 'prefix-cache', *WRAP_CONFIGS]}, "
             "a boost variant "
             "optionally followed by config overrides such as '+grad_freeze.freeze_p=0.5', any of them followed by "
             "recipe overrides such as '+recipe.batch_size=256'."

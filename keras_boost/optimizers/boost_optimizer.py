@@ -221,10 +221,13 @@ class BoostOptimizer(OptimizerWrapper):
                 NoEffectWarning,
                 stacklevel=4,
             )
-        if self._boost_config["boost"]["seq_length_warmup"] and not self.model_surgery_handled:
+        batch_parts = [name for name in ("seq_length_warmup", "selective_backprop") if self._boost_config["boost"][name]]
+        if batch_parts and not self.model_surgery_handled:
             warnings.warn(
-                "seq_length_warmup cuts the batches in BoostModel's train step; an optimizer on a "
-                "plain model never sees them. Use BoostModel.from_model(model, boost_config_dict=...).",
+                f"{' and '.join(batch_parts)} {'choose' if len(batch_parts) > 1 else 'chooses'} the batch "
+                "BoostModel's train step trains on; an "
+                "optimizer on a plain model never sees the batches. Use "
+                "BoostModel.from_model(model, boost_config_dict=...).",
                 NoEffectWarning,
                 stacklevel=4,
             )
