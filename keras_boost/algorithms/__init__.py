@@ -8,14 +8,16 @@ method card (`docs/methods/<name>.md`).
 
 In the train step (each has a `StepPart`, or acts in the optimizer chain):
 `freezing`, `loss_scaling` (one scale, or one per group), `dim_reduce`,
-`adasum`, `accumulation`, `compressed_all_reduce`, `seq_length_warmup`.
+`adasum`, `accumulation`, `compressed_all_reduce`, `seq_length_warmup`,
+`selective_backprop`.
 
 On the model, the data or the optimizer: `less_bn`, `fused_batch_norm`,
 `precision`, `centralization`, `adaptive_optimizers`, `progressive_resizing`,
 `curriculum`, `batch_size`, `pruning`, `quantization`, `distillation`.
 
 Shared modules: `optimizer_wrapper` (the composition base every optimizer
-wrapper extends), `step_part` (the step-part interface), `compose` (what
+wrapper extends), `step_part` (the step-part interface), `scheduled_step`
+(a step part that follows training progress, rebuilt when it changes), `compose` (what
 `BoostModel` asks of the algorithms: its parts, compile checks, summary),
 `queries` (`BoostModel`'s MindSpore-named checks), `status`
 (`AlgorithmStatus`).
