@@ -1,8 +1,9 @@
 """Which examples of a batch to train on: the pure math of selective backprop, in `keras.ops`.
 
-- `per_example_loss(loss, y, y_pred)`: the compiled loss of each example,
+- `per_example_loss(loss_fn, y, y_pred)`: the compiled loss of each example,
   unreduced (a per-token loss is averaged over the example's tokens);
-- `hardest_examples(losses, keep)`: the indices of the `keep` examples
+- `kept_count(batch_size, keep)`: how many examples a step keeps;
+- `hardest_examples(losses, count)`: the indices of the `count` examples
   with the highest loss, hardest first;
 - `take_examples(batch, indices)`: those examples of every tensor of a
   batch structure.

@@ -48,9 +48,9 @@ def _batch_size(x):
 class SelectiveBackpropStep(ScheduledStepPart):
     """The step part of selective backprop (config section `selective_backprop`).
 
-    Attributes (read them after `fit`): `selected_steps` (traced or eager
-    steps that selected), `batch_size` and `kept` (the last selecting
-    step's batch and kept count).
+    Attributes (read them after `fit`): `batch_size` and `kept` (the last
+    selecting step's batch size and the examples it kept; None when no step
+    selected), `rebuilds` (train-function rebuilds at the window's edges).
     """
 
     label = "selective backprop"
