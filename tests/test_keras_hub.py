@@ -211,3 +211,30 @@ def test_a_task_model_compiled_with_wrap():
     compile_plain(model, boost.wrap(keras.optimizers.Adam(1e-3), "O1"))
     losses = fit(model, x, y, epochs=2)
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0]
+
+
+def test_gpt2_causal_lm_with_sequence_length_warmup_equals_plain_keras_on_cut_batches():
+    """keras-hub's dict inputs (token ids and padding mask) and next-token
+    targets are cut together; selective backprop ranks the same model's examples."""
+    model, _, x, y = build(MODELS[-1])
+    boosted = boost.BoostModel.from_model(model, boost_config_dict={
+        "boost": {"mode": "manual", "seq_length_warmup": True},
+        "seq_length_warmup": {"min_length": 4, "step_size": 4, "duration": 0.5}})
+    compile_plain(boosted)
+    fit(boosted, x, y, epochs=2)  # 4 steps: 4, 8, then the full 11 tokens
+    assert boosted._boost_step_parts()[0].lengths == [(0, 4), (1, 8), (2, 11)]
+
+    reference, _, _, _ = build(MODELS[-1])
+    compile_plain(reference)
+    for start, length in [(0, 4), (8, 8), (0, 11), (8, 11)]:
+        batch = {key: value[start:start + BATCH, :length] for key, value in x.items()}
+        reference.train_on_batch(batch, y[start:start + BATCH, :length])
+    for got, want in zip(values(boosted.weights), values(reference.weights)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+    model, _, x, y = build(MODELS[-1])
+    selective = boost.BoostModel.from_model(model, boost_config_dict={
+        "boost": {"mode": "manual", "selective_backprop": True}, "selective_backprop": {"start": 0.0, "end": 1.0}})
+    compile_plain(selective)
+    fit(selective, x, y)
+    assert "the hardest 4 of 8 examples per step" in selective.boost_summary()
