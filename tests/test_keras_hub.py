@@ -237,4 +237,4 @@ def test_gpt2_causal_lm_with_sequence_length_warmup_equals_plain_keras_on_cut_ba
         "boost": {"mode": "manual", "selective_backprop": True}, "selective_backprop": {"start": 0.0, "end": 1.0}})
     compile_plain(selective)
     fit(selective, x, y)
-    assert "the hardest 4 of 8 examples per step" in selective.boost_summary()
+    assert "each step trained on the hardest 50% of its batch" in selective.boost_summary()

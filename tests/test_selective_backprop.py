@@ -16,6 +16,8 @@ from keras_boost.algorithms.selective_backprop import kept_count
 from keras_boost.algorithms.selective_backprop import per_example_loss
 from keras_boost.algorithms.selective_backprop import take_examples
 
+from conftest import requires_tensorflow
+
 
 def to_np(x):
     return np.array(keras.ops.convert_to_numpy(x))
@@ -40,6 +42,7 @@ def test_hardest_examples_and_take_match_numpy():
     np.testing.assert_array_equal(to_np(taken_y), y[np.argsort(-losses)[:3]])
     assert none is None
     assert [kept_count(64, k) for k in (0.5, 0.3, 0.001, 1.0)] == [32, 19, 1, 64]
+    assert [int(to_np(kept_count(keras.ops.convert_to_tensor(64), k))) for k in (0.5, 0.3, 0.001)] == [32, 19, 1]
 
 
 @pytest.mark.parametrize("loss", ["sparse_categorical_crossentropy",
@@ -88,15 +91,9 @@ def boosted(model, **section):
     return boost.BoostModel.from_model(model, boost_config_dict=config)
 
 
-def test_steps_equal_plain_keras_on_the_hardest_examples_chosen_by_hand():
-    x, y = data()
-    model = boosted(tiny_classifier(), keep=0.5, start=0.5, end=1.0)
-    model.compile(optimizer=keras.optimizers.SGD(0.3), loss=LOSS)
-    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)  # 4 steps: the last 2 select
-    part = model._boost_step_parts()[0]
-    assert (part.kept, part.batch_size, part.rebuilds) == (4, 8, 1)
-    assert "selective backprop from 50% to 100% of training: the hardest 4 of 8 examples" in model.boost_summary()
-
+def hand_chosen_reference(x, y):
+    """Plain Keras over 4 batches of 8; the last 2 train on the 4 examples
+    with the highest NumPy cross-entropy at the current weights."""
     reference = tiny_classifier()
     reference.compile(optimizer=keras.optimizers.SGD(0.3), loss=LOSS)
     for step in range(4):
@@ -106,8 +103,38 @@ def test_steps_equal_plain_keras_on_the_hardest_examples_chosen_by_hand():
             chosen = np.argsort(-losses)[:4]
             xb, yb = xb[chosen], yb[chosen]
         reference.train_on_batch(xb, yb)
+    return reference
+
+
+def assert_same_weights(model, reference):
     for got, want in zip(model.get_weights(), reference.get_weights()):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
+def test_steps_equal_plain_keras_on_the_hardest_examples_chosen_by_hand():
+    x, y = data()
+    model = boosted(tiny_classifier(), keep=0.5, start=0.5, end=1.0)
+    model.compile(optimizer=keras.optimizers.SGD(0.3), loss=LOSS)
+    model.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)  # 4 steps: the last 2 select
+    part = model._boost_step_parts()[0]
+    assert part.selected and part.rebuilds == 1
+    assert "selective backprop from 50% to 100% of training: each step trained on the hardest 50% of its batch" \
+        in model.boost_summary()
+    assert_same_weights(model, hand_chosen_reference(x, y))
+
+
+@requires_tensorflow
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_a_tf_data_batch_of_unknown_size_selects_too(jit_compile):
+    """`tf.data` batches trace with an unknown batch size: the count kept is
+    computed when the step runs (XLA folds it into a constant)."""
+    import tensorflow as tf
+
+    x, y = data()
+    model = boosted(tiny_classifier(), keep=0.5, start=0.5, end=1.0)
+    model.compile(optimizer=keras.optimizers.SGD(0.3), loss=LOSS, jit_compile=jit_compile)
+    model.fit(tf.data.Dataset.from_tensor_slices((x, y)).batch(8), epochs=1, shuffle=False, verbose=0)
+    assert_same_weights(model, hand_chosen_reference(x, y))
 
 
 def test_outside_the_window_the_step_is_plain_and_saving_keeps_the_section(tmp_path):
@@ -118,8 +145,7 @@ def test_outside_the_window_the_step_is_plain_and_saving_keeps_the_section(tmp_p
     reference = tiny_classifier()
     reference.compile(optimizer=keras.optimizers.SGD(0.3), loss=LOSS)
     reference.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
-    for got, want in zip(model.get_weights(), reference.get_weights()):
-        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+    assert_same_weights(model, reference)
     assert "never selected" in model.boost_summary()
     path = os.fspath(tmp_path / "sb.keras")
     model.save(path)

@@ -168,7 +168,7 @@ def test_model_without_token_input_says_nothing_was_truncated():
     model = boosted(keras.Model(inputs, keras.layers.Dense(1)(inputs)))
     model.compile(optimizer="sgd", loss="mse")
     model.fit(np.ones((8, 5), "float32"), np.ones((8, 1), "float32"), verbose=0)
-    assert "found no integer (batch, length) input" in model.boost_summary()
+    assert "found no integer (batch, length) input with a length known" in model.boost_summary()
 
 
 def test_config_checks_and_wrap_warns():

@@ -59,8 +59,13 @@ def per_example_loss(loss_fn, y, y_pred):
 
 def kept_count(batch_size, keep):
     """How many of `batch_size` examples a step keeps: `round(keep *
-    batch_size)`, at least 1."""
-    return max(1, int(round(keep * batch_size)))
+    batch_size)`, at least 1. A Python int for an int `batch_size`; an int32
+    tensor for a batch size known only when the step runs (TensorFlow's
+    trace of a `tf.data` batch; XLA folds it into a constant)."""
+    if isinstance(batch_size, int):
+        return max(1, int(round(keep * batch_size)))
+    count = ops.cast(ops.round(keep * ops.cast(batch_size, "float32")), "int32")
+    return ops.maximum(count, 1)
 
 
 def hardest_examples(losses, count):

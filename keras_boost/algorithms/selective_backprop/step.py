@@ -12,11 +12,8 @@ follows the examples that still teach something.
 
 The window is a Python value read when the step is traced: the compiled
 step is rebuilt at `start` and at `end` (two traces; see
-`keras_boost.algorithms.scheduled_step`). The batch size must be known when
-the step is traced (the count kept is static); a batch of unknown size
-(TensorFlow's trace of a smaller last batch) trains whole. The training
-metrics `fit` logs in the window are the selected examples' (higher than
-the batch's).
+`keras_boost.algorithms.scheduled_step`). The training metrics `fit` logs
+in the window are the selected examples' (higher than the batch's).
 
 Example:
 
@@ -40,17 +37,17 @@ __all__ = ["SelectiveBackpropStep"]
 
 
 def _batch_size(x):
-    """The static batch size of `x`'s tensors, or None when unknown or mixed."""
-    sizes = {t.shape[0] for t in keras.tree.flatten(x) if t is not None and hasattr(t, "shape") and t.shape}
-    return sizes.pop() if len(sizes) == 1 else None
+    """The batch size of `x`: a Python int when the trace knows it, else a
+    tensor (a `tf.data` batch on TensorFlow)."""
+    first = next(t for t in keras.tree.flatten(x) if t is not None)
+    return first.shape[0] if first.shape[0] is not None else keras.ops.shape(first)[0]
 
 
 class SelectiveBackpropStep(ScheduledStepPart):
     """The step part of selective backprop (config section `selective_backprop`).
 
-    Attributes (read them after `fit`): `batch_size` and `kept` (the last
-    selecting step's batch size and the examples it kept; None when no step
-    selected), `rebuilds` (train-function rebuilds at the window's edges).
+    Attributes (read them after `fit`): `selected` (whether a step selected),
+    `rebuilds` (train-function rebuilds at the window's edges).
     """
 
     label = "selective backprop"
@@ -63,8 +60,7 @@ class SelectiveBackpropStep(ScheduledStepPart):
         super().__init__(total_steps)
         self.keep, self.start, self.end = keep, start, end
         self.loss_fn = None
-        self.batch_size = self.kept = None
-        self.ran = False
+        self.ran = self.selected = False
 
     def setting_at(self, progress):
         return self.start <= progress < self.end
@@ -75,18 +71,17 @@ class SelectiveBackpropStep(ScheduledStepPart):
     def prepare_batch(self, x, y, sample_weight, predict):
         self.ran = True
         self.traced()
-        batch_size = _batch_size(x)
-        if not self.setting or batch_size is None or y is None:
+        if not self.setting or y is None:
             return x, y, sample_weight
-        self.batch_size, self.kept = batch_size, kept_count(batch_size, self.keep)
+        self.selected = True
         losses = per_example_loss(self.loss_fn, y, predict(x))
-        indices = hardest_examples(losses, self.kept)
+        indices = hardest_examples(losses, kept_count(_batch_size(x), self.keep))
         return take_examples((x, y, sample_weight), indices)
 
     def summary(self, model):
         if not self.ran:
             return ""
         window = f"from {self.start:.0%} to {self.end:.0%} of training"
-        if self.kept is None:
-            return f"selective backprop {window}: never selected (no step in the window with a known batch size)"
-        return f"selective backprop {window}: the hardest {self.kept} of {self.batch_size} examples per step"
+        if not self.selected:
+            return f"selective backprop {window}: never selected (no step of this run fell in the window)"
+        return f"selective backprop {window}: each step trained on the hardest {self.keep:.0%} of its batch"

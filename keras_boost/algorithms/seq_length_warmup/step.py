@@ -102,8 +102,8 @@ class SeqLengthWarmupStep(ScheduledStepPart):
         if not self.ran:
             return ""
         if self.full_length is None:
-            return ("sequence-length warm-up found no integer (batch, length) input in the batches: "
-                    "nothing truncated")
+            return ("sequence-length warm-up found no integer (batch, length) input with a length "
+                    "known when traced: nothing truncated")
         lengths = scheduled_lengths(self.full_length, self.min_length, self.step_size, self.duration)
         if len(lengths) == 1:
             return (f"sequence-length warm-up: min_length {self.min_length} >= the data's "
