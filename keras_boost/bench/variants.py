@@ -8,7 +8,8 @@
 - `prefix-cache`: the baseline trained by `fit_with_cached_prefix` (for
   fine-tuning workloads; not in the defaults);
 - one variant per keras_boost algorithm, alone (manual mode,
-  `ALGORITHM_CONFIGS`), and one per level (O1, O2, `LEVEL_CONFIGS`),
+  `ALGORITHM_CONFIGS`), and one per level (O1, O2, `LEVEL_CONFIGS`;
+  its `O0`, BoostModel's step with nothing on, only by name),
   through `AutoBoost` + `BoostModel.from_model`: the model door;
   `seq_length_warmup` and `selective_backprop` likewise, by name only (`STEP_ALGORITHM_CONFIGS`);
 - `wrap-O0`, `wrap-O1`, `wrap-O2` (`WRAP_CONFIGS`): the optimizer door,
@@ -67,7 +68,11 @@ STEP_ALGORITHM_CONFIGS = {
     "seq_length_warmup": {"boost": {"mode": "manual", "seq_length_warmup": True}},
     "selective_backprop": {"boost": {"mode": "manual", "selective_backprop": True}},
 }
-LEVEL_CONFIGS = {"O1": {"grad_freeze": {"total_steps": "auto"}}, "O2": {"grad_freeze": {"total_steps": "auto"}}}
+# O0 is BoostModel's own step with nothing on (plain Keras' math): the
+# reference that isolates a step-level algorithm from the step's machinery
+# (not in the defaults).
+LEVEL_CONFIGS = {"O0": {"boost": {"mode": "manual"}}, "O1": {"grad_freeze": {"total_steps": "auto"}},
+                 "O2": {"grad_freeze": {"total_steps": "auto"}}}
 # The optimizer door: (level, config) of `boost.wrap` on the plain model.
 # wrap-O1 and wrap-O2 take their level's config as O1 and O2 do (freezing's
 # part is left out on a plain model); wrap-O0 is manual, so that a
@@ -77,7 +82,7 @@ WRAP_CONFIGS = {
     "wrap-O1": ("O1", LEVEL_CONFIGS["O1"]),
     "wrap-O2": ("O2", LEVEL_CONFIGS["O2"]),
 }
-DEFAULT_VARIANTS = ("baseline", "baseline-short", *ALGORITHM_CONFIGS, *LEVEL_CONFIGS)
+DEFAULT_VARIANTS = ("baseline", "baseline-short", *ALGORITHM_CONFIGS, "O1", "O2")
 # Plain Keras runs: the baselines, and `prefix-cache`, the baseline's model
 # and recipe trained by `boost.fit_with_cached_prefix` (the frozen part of
 # the model computed once per phase; for fine-tuning workloads). Not in the
@@ -201,7 +206,7 @@ def variant_spec(name):
     elif base not in PLAIN_VARIANTS or not all(o.startswith("recipe.") for o in name.split("+")[1:]):
         raise ValueError(
             f"Unknown variant {name!r}. Valid variants: "
-            f"{[*DEFAULT_VARIANTS, *STEP_ALGORITHM_CONFIGS, 'prefix-cache', *WRAP_CONFIGS]}, "
+            f"{[*DEFAULT_VARIANTS, 'O0', *STEP_ALGORITHM_CONFIGS, 'prefix-cache', *WRAP_CONFIGS]}, "
             "a boost variant "
             "optionally followed by config overrides such as '+grad_freeze.freeze_p=0.5', any of them followed by "
             "recipe overrides such as '+recipe.batch_size=256'."
