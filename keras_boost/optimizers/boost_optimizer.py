@@ -221,7 +221,7 @@ class BoostOptimizer(OptimizerWrapper):
                 NoEffectWarning,
                 stacklevel=4,
             )
-        batch_parts = [name for name in ("seq_length_warmup", "selective_backprop") if self._boost_config["boost"][name]]
+        batch_parts = [name for name in ("seq_length_warmup", "selective_backprop") if flags[name]]
         if batch_parts and not self.model_surgery_handled:
             warnings.warn(
                 f"{' and '.join(batch_parts)} {'choose' if len(batch_parts) > 1 else 'chooses'} the batch "
