@@ -72,6 +72,7 @@ __all__ = [
     "subclassed_build_shapes",
     "symbolic_build",
     "track_optimizer_variable",
+    "training_kwargs",
     "unpack_x_y_sample_weight",
     "unscale_loss_for_distribution",
     "update_metrics_variables",
@@ -193,6 +194,13 @@ def call_has_training_arg(layer):
     ._call_has_training_arg`, read by Keras' own train steps before calling
     the model)."""
     return bool(getattr(layer, "_call_has_training_arg", False))
+
+
+def training_kwargs(layer, training):
+    """`{"training": training}` when `layer.call` takes it, else `{}`: how
+    Keras' own train steps call a model (`model(x, **training_kwargs(model,
+    True))`, or `stateless_call(..., **training_kwargs(model, False))`)."""
+    return {"training": training} if call_has_training_arg(layer) else {}
 
 
 def subclassed_build_shapes(model):

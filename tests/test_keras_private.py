@@ -123,6 +123,8 @@ def test_set_layer_trainable_flag():
 def test_call_has_training_arg():
     assert keras_private.call_has_training_arg(keras.layers.Dropout(0.5))
     assert not keras_private.call_has_training_arg(keras.layers.ReLU())
+    assert keras_private.training_kwargs(keras.layers.Dropout(0.5), False) == {"training": False}
+    assert keras_private.training_kwargs(keras.layers.ReLU(), True) == {}
 
 
 def test_subclassed_build_shapes():

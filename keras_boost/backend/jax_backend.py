@@ -41,8 +41,7 @@ def _positions(all_variables, wanted):
 def _forward_without_grad(model, state, x):
     """`model(x)` in inference mode at the step's weights (`state`), outside the gradient."""
     trainable, non_trainable = state[0], state[1]
-    kwargs = {"training": False} if keras_private.call_has_training_arg(model) else {}
-    y_pred, _ = model.stateless_call(trainable, non_trainable, x, **kwargs)
+    y_pred, _ = model.stateless_call(trainable, non_trainable, x, **keras_private.training_kwargs(model, False))
     return jax.tree_util.tree_map(jax.lax.stop_gradient, y_pred)
 
 
@@ -56,9 +55,8 @@ def _loss_fn(model, state, x, y, sample_weight, trained_pos):
         values = list(trainable)
         for pos, value in zip(trained_pos, trained_values):
             values[pos] = value
-        kwargs = {"training": True} if keras_private.call_has_training_arg(model) else {}
         y_pred, non_trainable, losses = model.stateless_call(
-            values, non_trainable, x, return_losses=True, **kwargs
+            values, non_trainable, x, return_losses=True, **keras_private.training_kwargs(model, True)
         )
         with keras_private.losses_override(model, losses):
             loss, (_, non_trainable, new_metrics) = model.stateless_compute_loss(

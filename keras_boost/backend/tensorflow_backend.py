@@ -41,7 +41,7 @@ __all__ = [
 def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
     """Forward, loss, `optimizer.scale_loss`, gradients of `trained` only."""
     with tf.GradientTape() as tape:
-        y_pred = model(x, training=True) if keras_private.call_has_training_arg(model) else model(x)
+        y_pred = model(x, **keras_private.training_kwargs(model, True))
         loss = keras_private.compute_loss(model, x, y, y_pred, sample_weight)
         # The tracker shows the per-replica-unscaled loss, as Keras does.
         keras_private.loss_tracker(model).update_state(
@@ -54,8 +54,7 @@ def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
 
 def forward_without_grad(model, x):
     """`model(x)` in inference mode, outside the gradient."""
-    y_pred = model(x, training=False) if keras_private.call_has_training_arg(model) else model(x)
-    return tree.map_structure(tf.stop_gradient, y_pred)
+    return tree.map_structure(tf.stop_gradient, model(x, **keras_private.training_kwargs(model, False)))
 
 
 def all_replicas(flag):

@@ -27,7 +27,7 @@ __all__ = [
 
 def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
     """Forward, loss, `optimizer.scale_loss`, gradients of `trained` only."""
-    y_pred = model(x, training=True) if keras_private.call_has_training_arg(model) else model(x)
+    y_pred = model(x, **keras_private.training_kwargs(model, True))
     loss = keras_private.compute_loss(model, x, y, y_pred, sample_weight)
     keras_private.loss_tracker(model).update_state(
         loss, sample_weight=next(i for i in tree.flatten(x) if i is not None).shape[0]
@@ -45,7 +45,7 @@ def loss_and_grads(model, x, y, sample_weight, trained, optimizer):
 def forward_without_grad(model, x):
     """`model(x)` in inference mode, recording no autograd graph."""
     with torch.no_grad():
-        return model(x, training=False) if keras_private.call_has_training_arg(model) else model(x)
+        return model(x, **keras_private.training_kwargs(model, False))
 
 
 def all_replicas(flag):

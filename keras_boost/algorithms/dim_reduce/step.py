@@ -58,7 +58,7 @@ class DimReduceStep(StepPart):
             def trial_loss(flat):
                 for variable, value in zip(variables, unflatten(flat, variables)):
                     variable.assign(value)
-                trial = model(x, training=True) if keras_private.call_has_training_arg(model) else model(x)
+                trial = model(x, **keras_private.training_kwargs(model, True))
                 value = loss_of(trial)
                 for variable, old in zip(forward_state, saved):
                     variable.assign(old)
