@@ -34,11 +34,10 @@ model.boost_summary()  # ...; sequence-length warm-up 16 -> 64 tokens over the f
 ```
 """
 
-import keras
-
 from keras_boost.algorithms.scheduled_step import ScheduledStepPart
 from keras_boost.algorithms.seq_length_warmup.schedule import scheduled_lengths
 from keras_boost.algorithms.seq_length_warmup.schedule import sequence_length
+from keras_boost.algorithms.seq_length_warmup.truncation import is_integer_tensor
 from keras_boost.algorithms.seq_length_warmup.truncation import sequence_axis_length
 from keras_boost.algorithms.seq_length_warmup.truncation import truncate_batch
 
@@ -88,8 +87,7 @@ class SeqLengthWarmupStep(ScheduledStepPart):
         length above `min_length`: Keras would refuse the shorter batches."""
         for tensor in getattr(model, "inputs", None) or []:
             shape = tuple(tensor.shape)
-            if len(shape) >= 2 and shape[1] is not None and self.min_length < shape[1] \
-                    and "int" in keras.backend.standardize_dtype(tensor.dtype):
+            if len(shape) >= 2 and shape[1] is not None and self.min_length < shape[1] and is_integer_tensor(tensor):
                 raise ValueError(
                     f"Sequence-length warm-up cannot train model {model.name!r}: its input {tensor.name!r} "
                     f"has the fixed shape {shape}, so batches cut to {self.min_length} tokens would be "

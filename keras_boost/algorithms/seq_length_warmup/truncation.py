@@ -20,10 +20,11 @@ y = np.zeros((4, 64), "int32")
 
 import keras
 
-__all__ = ["sequence_axis_length", "truncate_batch"]
+__all__ = ["is_integer_tensor", "sequence_axis_length", "truncate_batch"]
 
 
-def _is_integer(tensor):
+def is_integer_tensor(tensor):
+    """Whether `tensor` (a tensor or a `keras.KerasTensor`) holds integers (token ids)."""
     return "int" in keras.backend.standardize_dtype(tensor.dtype)
 
 
@@ -35,7 +36,7 @@ def sequence_axis_length(x):
     """
     lengths = {int(t.shape[1]) for t in keras.tree.flatten(x)
                if t is not None and hasattr(t, "shape") and len(t.shape) >= 2 and t.shape[1] is not None
-               and _is_integer(t)}
+               and is_integer_tensor(t)}
     if len(lengths) > 1:
         raise ValueError(f"Sequence-length warm-up needs one sequence length per batch; the integer inputs "
                          f"have lengths {sorted(lengths)}.")
