@@ -316,6 +316,9 @@ SCHEMA = {
         "exclude": ((), _names),
         "conv_kernels": (False, _bool),
     },
+    # Extension: C-AdamW's cautious masking (keras_boost.algorithms.cautious);
+    # the largest rescaling of the kept coordinates (1.0: none).
+    "cautious": {"max_scale": (1000.0, _real(1.0, math.inf, low_open=False))},
     # Extension: sequence-length warm-up in BoostModel's train step
     # (keras_boost.algorithms.seq_length_warmup); off at every level.
     "seq_length_warmup": {

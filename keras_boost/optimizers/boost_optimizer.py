@@ -82,7 +82,7 @@ def build_optimizer_chain(optimizer, config, loss_scale=None):
                 f"{flag} off with {{'boost': {{'mode': 'manual', ...}}}}."
             )
     if flags["cautious"]:
-        optimizer = CautiousOptimizer(optimizer)
+        optimizer = CautiousOptimizer(optimizer, **config["cautious"])
     if flags["orthogonal_updates"]:
         optimizer = OrthogonalUpdates(optimizer, **config["orthogonal_updates"])
     if flags["less_bn"] and config["less_bn"]["gc_flag"]:

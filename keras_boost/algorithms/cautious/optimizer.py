@@ -73,6 +73,10 @@ class CautiousOptimizer(OptimizerWrapper):
 
     Args:
         optimizer: the `keras.optimizers.Optimizer` to wrap.
+        max_scale: the largest factor the kept coordinates are scaled by
+            (`1 / mean(kept)`, capped): 1000 is C-AdamW's rule (a kept
+            fraction floored at 1e-3); 1.0 turns the rescaling off, so the
+            kept coordinates take exactly the wrapped optimizer's step.
         name: optional name.
 
     Example:
@@ -85,9 +89,14 @@ class CautiousOptimizer(OptimizerWrapper):
     ```
     """
 
-    def __init__(self, optimizer, name=None, **kwargs):
+    def __init__(self, optimizer, max_scale=1.0 / MIN_KEPT_FRACTION, name=None, **kwargs):
         super().__init__(optimizer, name=name or "cautious", **kwargs)
         _check_inner(optimizer, self.name)
+        if (isinstance(max_scale, bool) or not isinstance(max_scale, (int, float))
+                or not 1.0 <= max_scale < float("inf")):
+            raise ValueError(f"{self.name}: max_scale must be a finite number >= 1.0 (1.0: no rescaling), "
+                             f"got {max_scale!r}.")
+        self.max_scale = float(max_scale)
 
     def _build_own(self, var_list):
         _check_inner(self.inner_optimizer, self.name)
@@ -148,7 +157,7 @@ class CautiousOptimizer(OptimizerWrapper):
                 decayed = ops.where(applied, decayed, old)
             # The step subtracted: after = decayed - step.
             step = decayed - after
-            masked, kept = cautious_update(step, _dense(grads[i]), MIN_KEPT_FRACTION,
+            masked, kept = cautious_update(step, _dense(grads[i]), 1.0 / self.max_scale,
                                            return_kept_fraction=True)
             # decayed - masked, written so that a full mask (scale 1) returns
             # the inner optimizer's weights exactly.
@@ -164,6 +173,9 @@ class CautiousOptimizer(OptimizerWrapper):
                 fraction = ops.where(applied, fraction, self._masked_fraction.value)
             assignments.append((self._masked_fraction, ops.cast(fraction, "float32")))
         kb_backend.current().assign_each(assignments)
+
+    def get_config(self):
+        return {**super().get_config(), "max_scale": self.max_scale}
 
     def _inner_apply(self, innermost, grads, trainable_variables):
         """Lets the wrapped optimizer step; returns the gradients it stepped
