@@ -21,9 +21,9 @@ def to_np(x):
     return np.array(keras.ops.convert_to_numpy(x))
 
 
-def numpy_mask(u, g):
+def numpy_mask(u, g, max_scale=1000.0):
     phi = (u * g > 0).astype(np.float64)
-    return phi / max(phi.mean(), 1e-3)
+    return phi * min(1.0 / max(phi.mean(), 1e-12), max_scale)
 
 
 # --- the math -----------------------------------------------------------------
@@ -133,6 +133,34 @@ def test_cautious_sgd_momentum_matches_numpy():
         opt.apply([keras.ops.convert_to_tensor(g) for g in grads], vs)
         for var, expected in zip(vs, theta):
             np.testing.assert_allclose(to_np(var), expected, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("max_scale", [1.0, 1.5])
+def test_max_scale_caps_the_rescaling(max_scale):
+    # SGD with momentum: u = -velocity; the kept coordinates are scaled by
+    # min(1 / mean(kept), max_scale) (1.0: they take the plain step).
+    lr, mom = 0.1, 0.9
+    vs = variables()
+    theta = [to_np(v).astype(np.float64) for v in vs]
+    opt = boost.CautiousOptimizer(keras.optimizers.SGD(lr, momentum=mom), max_scale=max_scale)
+    velocity = [np.zeros_like(t) for t in theta]
+    scales = []
+    for grads in gradient_steps(5, seed=3):
+        for i, g in enumerate(grads):
+            velocity[i] = mom * velocity[i] - lr * g
+            u = -velocity[i]
+            scales.append(1.0 / max((u * g > 0).mean(), 1e-12))
+            theta[i] = theta[i] - u * numpy_mask(u, g, max_scale)
+        opt.apply([keras.ops.convert_to_tensor(g) for g in grads], vs)
+        for var, expected in zip(vs, theta):
+            np.testing.assert_allclose(to_np(var), expected, rtol=1e-5, atol=1e-6)
+    assert max(scales) > max_scale  # the cap acted
+
+
+@pytest.mark.parametrize("bad", [0.5, 0.0, float("inf"), True, "2"])
+def test_max_scale_refuses_bad_values(bad):
+    with pytest.raises(ValueError, match="max_scale must be a finite number >= 1.0"):
+        boost.CautiousOptimizer(keras.optimizers.SGD(0.1), max_scale=bad)
 
 
 def test_cautious_lion_matches_numpy():
@@ -258,9 +286,10 @@ def test_fit_trains_the_mask_fires_and_a_reloaded_model_resumes_exactly(tmp_path
 
 
 def test_config_round_trip():
-    opt = boost.CautiousOptimizer(keras.optimizers.Lion(1e-4, weight_decay=0.1), name="c")
+    opt = boost.CautiousOptimizer(keras.optimizers.Lion(1e-4, weight_decay=0.1), max_scale=2.0, name="c")
     again = boost.CautiousOptimizer.from_config(opt.get_config())
     assert again.name == "c" and isinstance(again.inner_optimizer, keras.optimizers.Lion)
+    assert again.max_scale == 2.0
     assert again.inner_optimizer.weight_decay == pytest.approx(0.1)
     restored = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(opt))
     assert isinstance(restored, boost.CautiousOptimizer)
@@ -274,6 +303,14 @@ def test_off_at_every_level():
         assert boost.config.resolve_config(level)["boost"]["cautious"] is False
         chain = optimizer_chain(boost.wrap(keras.optimizers.AdamW(), level))
         assert not any(isinstance(o, boost.CautiousOptimizer) for o in chain)
+
+
+def test_config_section_reaches_the_optimizer():
+    config = {"boost": {"mode": "manual", "cautious": True}, "cautious": {"max_scale": 1}}
+    chain = optimizer_chain(boost.wrap(keras.optimizers.AdamW(), "O0", config))
+    assert [o.max_scale for o in chain if isinstance(o, boost.CautiousOptimizer)] == [1.0]
+    with pytest.raises(ValueError, match=r"cautious.max_scale must be in \[1.0, inf\)"):
+        boost.wrap(keras.optimizers.AdamW(), "O0", {**config, "cautious": {"max_scale": 0.5}})
 
 
 def test_switch_puts_it_innermost():
