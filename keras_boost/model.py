@@ -267,11 +267,12 @@ class BoostModel(AlgorithmQueries, keras_private.GraphRunHooks, keras.Model):
         restored = owner.restored_state(self) if owner else []
         saved = [keras.ops.copy(v.value) for v in restored]
         step.y_pred, step.grads = seam.loss_and_grads(self, x, y, sample_weight, step.trained, self.optimizer)
-        if owner is None:
-            seam.apply(self.optimizer.apply, (step.grads, step.trained))
-            extra_logs = {}
-        else:
-            extra_logs = owner.apply(step) or {}
+        with keras_private.learning_rate_read_once(self.optimizer):
+            if owner is None:
+                seam.apply(self.optimizer.apply, (step.grads, step.trained))
+                extra_logs = {}
+            else:
+                extra_logs = owner.apply(step) or {}
         if step.finite is not None:
             for variable, value in zip(restored, saved):
                 variable.assign(keras.ops.where(step.finite, variable.value, value))

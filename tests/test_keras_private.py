@@ -290,6 +290,64 @@ def test_optimizer_clip_gradients():
     assert clipped[1] is None
 
 
+class CountingSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """A warm-up then decay schedule that counts its calls (made in Python,
+    also while a step is traced)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, step):
+        self.calls += 1
+        step = keras.ops.cast(step, "float32")
+        return keras.ops.where(step < 2.0, 0.05 * (step + 1.0) / 2.0, 0.05 / keras.ops.sqrt(step))
+
+
+def _decaying_steps(optimizer, variables, steps=4, once=False):
+    rng = np.random.default_rng(0)
+    for _ in range(steps):
+        grads = [keras.ops.convert_to_tensor(rng.normal(size=v.shape).astype("float32")) for v in variables]
+        if once:
+            with keras_private.learning_rate_read_once(optimizer):
+                optimizer.apply(grads, variables)
+        else:
+            optimizer.apply(grads, variables)
+    return [keras.ops.convert_to_numpy(v) for v in variables]
+
+
+@pytest.mark.parametrize("make", [lambda s: keras.optimizers.AdamW(s, weight_decay=0.1),
+                                  lambda s: keras.optimizers.SGD(s, momentum=0.9, weight_decay=0.01)])
+def test_learning_rate_read_once(make):
+    # The same weights as Keras' per-variable reads, with one schedule call a
+    # step instead of one per decayed variable (plus the update's own read).
+    results, calls = [], []
+    for once in (False, True):
+        keras.utils.set_random_seed(0)
+        variables = [keras.Variable(np.full(shape, 0.5, "float32")) for shape in [(3, 2), (2,), (4,)]]
+        schedule = CountingSchedule()
+        optimizer = make(schedule)
+        optimizer.build(variables)
+        results.append(_decaying_steps(optimizer, variables, once=once))
+        calls.append(schedule.calls)
+        assert "_apply_weight_decay" not in vars(optimizer)  # restored
+    for per_variable, read_once in zip(*results):
+        np.testing.assert_array_equal(per_variable, read_once)
+    if BACKEND == "torch":
+        assert calls[1] == calls[0]  # Keras' torch optimizers read it once already
+    else:
+        assert calls[0] == 4 * (3 + 1) and calls[1] == 4 * (1 + 1)
+
+
+def test_learning_rate_read_once_is_reentrant_and_reaches_the_innermost():
+    inner = keras.optimizers.AdamW(CountingSchedule(), weight_decay=0.1)
+    outer = keras.optimizers.LossScaleOptimizer(inner)
+    with keras_private.learning_rate_read_once(outer):
+        replaced = vars(inner)["_apply_weight_decay"]
+        with keras_private.learning_rate_read_once(inner):
+            assert vars(inner)["_apply_weight_decay"] is replaced
+    assert "_apply_weight_decay" not in vars(inner)
+
+
 @pytest.mark.skipif(BACKEND != "tensorflow", reason="Keras' TensorFlow optimizers all-reduce in apply")
 def test_gradient_all_reduce():
     optimizer = keras.optimizers.SGD()

@@ -149,7 +149,8 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
             with keras.name_scope(self.name, caller=self):
                 self.build(trainable_variables)
             self.built = True
-        with reraise_with_context(f"{type(self).__name__} {self.name!r} applying gradients"):
+        with reraise_with_context(f"{type(self).__name__} {self.name!r} applying gradients"), \
+                keras_private.learning_rate_read_once(self):
             self._apply(list(grads), trainable_variables)
 
     def _stateless_apply(self, own_variables, inner_variables, grads, trainable):
@@ -175,7 +176,8 @@ class OptimizerWrapper(keras.optimizers.Optimizer):
         mapping = list(zip(self.variables, optimizer_variables))
         # Inner optimizer and own variables resolve through this scope.
         with keras.StatelessScope(state_mapping=mapping):
-            with reraise_with_context(f"{type(self).__name__} {self.name!r} applying gradients"):
+            with reraise_with_context(f"{type(self).__name__} {self.name!r} applying gradients"), \
+                    keras_private.learning_rate_read_once(self):
                 new_trainable, new_own, new_inner = self._stateless_apply(
                     own, inner, list(grads), trainable_variables
                 )

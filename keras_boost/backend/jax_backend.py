@@ -88,12 +88,13 @@ def train_step(model, state, data):
         step.grads[pos] = grad
 
     owner = update_owner(parts)
-    if owner is None:
-        step.trainable, optimizer_values = model.optimizer.stateless_apply(
-            step.optimizer_values, step.grads, step.trainable)
-        step.optimizer_values, extra_logs = list(optimizer_values), {}
-    else:
-        extra_logs = owner.stateless_apply(step) or {}
+    with keras_private.learning_rate_read_once(model.optimizer):
+        if owner is None:
+            step.trainable, optimizer_values = model.optimizer.stateless_apply(
+                step.optimizer_values, step.grads, step.trainable)
+            step.optimizer_values, extra_logs = list(optimizer_values), {}
+        else:
+            extra_logs = owner.stateless_apply(step) or {}
     if step.finite is not None:
         # Forward-pass state (BatchNorm statistics) is kept only on finite steps.
         for pos in _positions(model.non_trainable_variables, owner.restored_state(model)):
