@@ -459,7 +459,9 @@ def learning_rate_read_once(optimizer):
     for the duration by one that reads the schedule once, when Keras would
     have read it first (inside any `StatelessScope`), and hands that value
     to every variable: the same number, so the weights are bit-identical.
-    Reentrant; a constant learning rate or no weight decay is left alone.
+    Reentrant; a constant learning rate, no weight decay, or an optimizer
+    under a `tf.distribute` strategy (its replicas share this object, in
+    threads) is left alone.
 
     Example:
 
@@ -472,6 +474,11 @@ def learning_rate_read_once(optimizer):
         optimizer = optimizer.inner_optimizer
     if "_apply_weight_decay" in vars(optimizer) or not hasattr(optimizer, "_apply_weight_decay"):
         yield  # already inside one (a wrapper around a wrapper), or not a Keras optimizer
+        return
+    if distribute_strategy(getattr(optimizer.iterations, "value", None)) is not None:
+        # tf.distribute: replicas may run in threads that share this optimizer
+        # object; Keras' per-variable read stays.
+        yield
         return
     per_variable = optimizer._apply_weight_decay
 

@@ -338,6 +338,17 @@ def test_learning_rate_read_once(make):
         assert calls[0] == 4 * (3 + 1) and calls[1] == 4 * (1 + 1)
 
 
+def test_learning_rate_read_once_leaves_a_distributed_optimizer_alone():
+    optimizer = keras.optimizers.AdamW(CountingSchedule(), weight_decay=0.1)
+
+    class Mirrored:  # what a tf.distribute variable carries
+        _distribute_strategy = object()
+
+    object.__setattr__(optimizer, "_iterations", type("Iterations", (), {"value": Mirrored()})())
+    with keras_private.learning_rate_read_once(optimizer):
+        assert "_apply_weight_decay" not in vars(optimizer)
+
+
 def test_learning_rate_read_once_is_reentrant_and_reaches_the_innermost():
     inner = keras.optimizers.AdamW(CountingSchedule(), weight_decay=0.1)
     outer = keras.optimizers.LossScaleOptimizer(inner)
