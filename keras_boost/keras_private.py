@@ -475,7 +475,9 @@ def learning_rate_read_once(optimizer):
     if "_apply_weight_decay" in vars(optimizer) or not hasattr(optimizer, "_apply_weight_decay"):
         yield  # already inside one (a wrapper around a wrapper), or not a Keras optimizer
         return
-    if distribute_strategy(getattr(optimizer.iterations, "value", None)) is not None:
+    # `_value`, not `value`: reading `value` in JAX's jitted fit (variables
+    # purged) fails; on TensorFlow both are the backing `tf.Variable`.
+    if distribute_strategy(getattr(optimizer.iterations, "_value", None)) is not None:
         # tf.distribute: replicas may run in threads that share this optimizer
         # object; Keras' per-variable read stays.
         yield

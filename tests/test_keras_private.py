@@ -344,7 +344,7 @@ def test_learning_rate_read_once_leaves_a_distributed_optimizer_alone():
     class Mirrored:  # what a tf.distribute variable carries
         _distribute_strategy = object()
 
-    object.__setattr__(optimizer, "_iterations", type("Iterations", (), {"value": Mirrored()})())
+    object.__setattr__(optimizer, "_iterations", type("Iterations", (), {"_value": Mirrored()})())
     with keras_private.learning_rate_read_once(optimizer):
         assert "_apply_weight_decay" not in vars(optimizer)
 
